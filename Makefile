@@ -1,0 +1,59 @@
+# citewise: one command each for set-up, run, test, lint, benchmark.
+# Every pip call uses constraints.txt, which pins exact versions and keeps torch on the CPU build.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/pip install --disable-pip-version-check -c constraints.txt
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: setup setup-test run ingest serve test test-fast lint bench clean help
+
+help:
+	@echo "make run        set up, ingest the demo knowledge base, serve the API on $(HOST):$(PORT)"
+	@echo "make test       set up and run the whole test suite"
+	@echo "make test-fast  the suite without the shared-corpus integration tests"
+	@echo "make lint       ruff"
+	@echo "make bench      ingest/search benchmark over ../shared/corpora -> bench/results/"
+	@echo "make clean      delete ./data (the index, catalog and blobs)"
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.setup: $(BIN)/python pyproject.toml constraints.txt
+	$(PIP) -e .
+	@touch $@
+
+$(VENV)/.setup-test: $(VENV)/.setup
+	$(PIP) -e '.[test]'
+	@touch $@
+
+setup: $(VENV)/.setup
+
+setup-test: $(VENV)/.setup-test
+
+ingest: setup
+	$(BIN)/citewise ingest --all
+
+serve: setup
+	$(BIN)/citewise serve --host $(HOST) --port $(PORT)
+
+run: setup
+	$(BIN)/citewise ingest --all || [ $$? -eq 3 ]
+	$(BIN)/citewise serve --host $(HOST) --port $(PORT)
+
+test: setup-test
+	$(BIN)/python -m pytest
+
+test-fast: setup-test
+	$(BIN)/python -m pytest -m "not integration"
+
+lint: setup-test
+	$(BIN)/ruff check .
+
+bench: setup
+	$(BIN)/python bench/run_bench.py
+
+clean:
+	rm -rf data

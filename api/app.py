@@ -1,0 +1,81 @@
+"""The FastAPI application: thin routers over the services built by the composition root."""
+
+from __future__ import annotations
+
+import time
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from citewise import __version__, metrics
+from citewise.api import problems, routes_ingest, routes_library, routes_query
+from citewise.api.composition import Services, build_services
+from citewise.settings import Settings
+
+DESCRIPTION = """
+Cited answers over your engineering knowledge: runbooks, wiki pages and code.
+
+* `POST /v1/search` (or `GET /v1/search?q=...`): hybrid dense + BM25 search.
+* `POST /v1/answer`: an answer whose sentences cite `[n]` passages, or an abstention.
+* Identity: `X-Citewise-User` and `X-Citewise-Groups` headers (set by a trusted front end);
+  with `CITEWISE_API_KEYS` set, also `Authorization: Bearer <key>`.
+* Errors are RFC 9457 problem details with a `hint`.
+"""
+
+
+def create_app(settings: Settings | None = None, services: Services | None = None) -> FastAPI:
+    """Build the app. Pass ``services`` to share already-built ones (tests, embedding)."""
+    owned = services is None
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        if app.state.services is None:
+            app.state.services = build_services(settings or Settings())
+        yield
+        if owned and app.state.services is not None:
+            app.state.services.close()
+
+    app = FastAPI(
+        title="citewise",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.state.services = services
+    problems.install(app)
+
+    @app.middleware("http")
+    async def _metrics(request: Request, call_next):
+        started = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        path = getattr(route, "path", "unmatched")
+        metrics.HTTP_REQUESTS.labels(request.method, path, response.status_code).inc()
+        metrics.HTTP_LATENCY.labels(request.method, path).observe(time.perf_counter() - started)
+        return response
+
+    app.include_router(routes_query.router)
+    app.include_router(routes_library.router)
+    app.include_router(routes_ingest.router)
+
+    @app.get("/healthz", tags=["ops"], summary="Liveness and a summary of the index")
+    def healthz(request: Request) -> dict:
+        s: Services = request.app.state.services
+        return {
+            "status": "ok",
+            "version": __version__,
+            "index": s.index_kind,
+            "blob_store": s.settings.blob_store,
+            "answers": "llm" if s.settings.llm_base_url else "extractive",
+            "documents": s.catalog.count_documents(),
+            "chunks": s.catalog.count_chunks(),
+            "points": s.index.count(),
+        }
+
+    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics", include_in_schema=True)
+    def prometheus() -> Response:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    return app

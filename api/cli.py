@@ -1,0 +1,366 @@
+"""The ``citewise`` command: ingest, search, ask and serve.
+
+Every command reads settings from ``CITEWISE_*`` environment variables and the config file
+(``./citewise.toml`` or ``--config``). When ``citewise serve`` holds the embedded index, the
+other commands send their work to it over HTTP instead of failing on the lock.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import click
+
+from citewise import __version__
+from citewise.errors import CitewiseError, IndexLockedError
+from citewise.logs import configure_logging
+from citewise.settings import Settings, load_settings
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
+
+
+class Context:
+    def __init__(self, config: str | None, data_dir: str | None, verbose: bool) -> None:
+        overrides = {"data_dir": Path(data_dir)} if data_dir else {}
+        self.settings: Settings = load_settings(config, **overrides)
+        level = "DEBUG" if verbose else self.settings.log_level
+        configure_logging(level, self.settings.log_format)
+
+    def services(self):
+        """Local services, or the running server when it holds the embedded index."""
+        from citewise.api.composition import build_services
+        from citewise.api.remote import find_server
+
+        try:
+            return build_services(self.settings), None
+        except IndexLockedError as e:
+            return None, find_server(self.settings, e)
+
+
+def _fail(e: CitewiseError) -> None:
+    click.secho(f"error: {e.message}", fg="red", err=True)
+    if e.hint:
+        click.echo(f"  hint: {e.hint}", err=True)
+    sys.exit(EXIT_FAILED)
+
+
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog=textwrap.dedent(
+        """
+        \b
+        Quick start:
+          citewise ingest ./runbooks           index a folder of Markdown/HTML/text
+          citewise ask "how do I fail over redis?"
+          citewise serve                       HTTP API on 127.0.0.1:8000, docs at /docs
+
+        Settings come from CITEWISE_* environment variables and citewise.toml; see README.
+        """
+    ),
+)
+@click.option("--config", "config", type=click.Path(dir_okay=False), envvar="CITEWISE_CONFIG_FILE",
+              help="TOML config file (default: ./citewise.toml if present).")
+@click.option("--data-dir", type=click.Path(file_okay=False),
+              help="Folder for all state [env CITEWISE_DATA_DIR, default ./data].")
+@click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
+@click.version_option(__version__, prog_name="citewise")
+@click.pass_context
+def cli(ctx: click.Context, config: str | None, data_dir: str | None, verbose: bool) -> None:
+    """citewise: cited answers over your runbooks, wiki pages and code."""
+    try:
+        ctx.obj = Context(config, data_dir, verbose)
+    except CitewiseError as e:
+        _fail(e)
+
+
+@cli.command(
+    epilog=textwrap.dedent(
+        """
+        \b
+        Examples:
+          citewise ingest ./runbooks                 folder -> source "runbooks"
+          citewise ingest ./docs --name eng-docs     choose the source name
+          citewise ingest --source wiki              a source declared in citewise.toml
+          citewise ingest --all                      every declared source (nightly cron)
+
+        Runs are incremental: unchanged documents are not parsed or embedded again, changed
+        ones are replaced atomically, deleted ones are removed. One bad file never stops a
+        run; it is listed in the summary.
+
+        \b
+        Exit status: 0 all documents indexed, 3 some documents failed (see summary),
+        1 the run failed (source unreadable, bad settings), 2 usage error.
+        """
+    )
+)
+@click.argument("path", required=False, type=click.Path(exists=True, file_okay=False))
+@click.option("--name", help="Source name for PATH (default: the folder's name).")
+@click.option("--source", "source", help="Ingest a source declared in the config file.")
+@click.option("--all", "all_sources", is_flag=True, help="Ingest every declared source.")
+@click.option("--force", is_flag=True, help="Re-parse and re-embed even unchanged documents.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run reports as JSON.")
+@click.pass_obj
+def ingest(obj: Context, path, name, source, all_sources, force, as_json) -> None:
+    """Index a folder, a declared source, or all declared sources."""
+    from citewise.api.composition import resolve_sources
+
+    try:
+        services, remote = obj.services()
+        if remote is not None:
+            reports = _ingest_remote(remote, path, name, source, all_sources, force, as_json)
+        else:
+            sources = resolve_sources(
+                obj.settings, services.catalog, path=path, name=name, source=source,
+                all_sources=all_sources,
+            )
+            reports = _ingest_local(services, sources, force)
+            services.close()
+    except CitewiseError as e:
+        _fail(e)
+    if as_json:
+        click.echo(json.dumps(reports, indent=2))
+    else:
+        for r in reports:
+            color = {"succeeded": "green", "partial": "yellow"}.get(r["status"], "red")
+            click.secho(r["summary"], fg=color)
+            for err in r["errors"][:50]:
+                click.echo(f"  failed: {err['external_id']}: {err['error']}")
+            if len(r["errors"]) > 50:
+                click.echo(f"  ... and {len(r['errors']) - 50} more (GET /v1/ingest/runs/"
+                           f"{r['run_id']})")
+    statuses = {r["status"] for r in reports}
+    if statuses & {"failed", "interrupted"}:
+        sys.exit(EXIT_FAILED)
+    if "partial" in statuses:
+        sys.exit(EXIT_PARTIAL)
+
+
+def _ingest_local(services, sources, force) -> list[dict]:
+    from citewise.ingest.progress import TerminalProgress
+    from citewise.ingest.runner import report_dict, run_source
+
+    reports = []
+    for source in sources:
+        report = run_source(
+            services.pipeline, source, trigger="cli", force=force,
+            progress=TerminalProgress(source.name),
+        )
+        reports.append(report_dict(report))
+    return reports
+
+
+def _ingest_remote(remote, path, name, source, all_sources, force, as_json) -> list[dict]:
+    click.echo(f"the server at {remote.url} holds the index; handing the run to it", err=True)
+    payload = {"path": str(Path(path).resolve()) if path else None, "name": name,
+               "source": source, "all": all_sources, "force": force}
+    last = [None]
+
+    def on_update(job: dict) -> None:
+        line = f"job {job['id']}: {job['status']}"
+        if job.get("current"):
+            c = job.get("counts") or {}
+            line += (f", {job['current']}: {c.get('seen', 0)} seen, {c.get('added', 0)} added, "
+                     f"{c.get('updated', 0)} updated, {c.get('chunks_embedded', 0)} embedded")
+        if line != last[0] and not as_json:
+            click.echo(line, err=True)
+            last[0] = line
+
+    job = remote.ingest(payload, on_update)
+    if job["status"] == "failed":
+        raise CitewiseError(f"the server's ingest job failed: {job.get('message')}")
+    return job["reports"]
+
+
+def _identity_options(f):
+    f = click.option("--group", "groups", multiple=True,
+                     help="A group the user belongs to (repeatable).")(f)
+    f = click.option("--user", help="Search as this user (default: anonymous, public only).")(f)
+    return f
+
+
+@cli.command(
+    epilog=textwrap.dedent(
+        """
+        \b
+        Examples:
+          citewise search "replica lag"
+          citewise search "disk full" --source runbooks --top-k 3
+          citewise search "salary review" --user dana --group people-managers
+        """
+    )
+)
+@click.argument("query")
+@click.option("-k", "--top-k", default=5, show_default=True, help="Results to show.")
+@click.option("--source", "sources", multiple=True, help="Only this source (repeatable).")
+@click.option("--path-prefix", help="Only documents under this folder of a file source.")
+@click.option("--tag", "tags", multiple=True, help="Only documents with this tag (repeatable).")
+@click.option("--service", "services_", multiple=True, help="Only runbooks of this service.")
+@click.option("--mode", type=click.Choice(["hybrid", "dense", "sparse"]), default="hybrid",
+              show_default=True, help="Retrieval method.")
+@_identity_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def search(obj, query, top_k, sources, path_prefix, tags, services_, mode, user, groups,
+           as_json) -> None:
+    """Hybrid search: the best matching passages, with where they come from."""
+    from citewise.types import Identity, SearchFilters
+
+    filters = SearchFilters(sources=list(sources), path_prefix=path_prefix, tags=list(tags),
+                            services=list(services_))
+    try:
+        services, remote = obj.services()
+        if remote is not None:
+            body = {"query": query, "top_k": top_k, "mode": mode,
+                    "filters": {"sources": list(sources), "path_prefix": path_prefix,
+                                "tags": list(tags), "services": list(services_)}}
+            results = remote.request("POST", "/v1/search", json=body,
+                                     headers=_identity_headers(user, groups))["results"]
+        else:
+            results = [r.to_dict() for r in services.search.search(
+                query, Identity(user, tuple(groups)), top_k=top_k, filters=filters, mode=mode)]
+            services.close()
+    except CitewiseError as e:
+        _fail(e)
+    if as_json:
+        click.echo(json.dumps({"results": results}, indent=2))
+        return
+    if not results:
+        click.echo("no results")
+    for i, r in enumerate(results, 1):
+        where = r.get("path") or r.get("url") or ""
+        lines = f":{r['start_line']}" if r.get("start_line") else ""
+        click.secho(f"{i}. {r['title']}" + (f" > {r['heading']}" if r["heading"] else ""),
+                    bold=True)
+        click.echo(f"   {r['source']}/{where}{lines}  score {r['score']:.4f}")
+        click.echo(textwrap.indent(textwrap.shorten(r["text"], 300), "   "))
+
+
+@cli.command(
+    epilog=textwrap.dedent(
+        """
+        \b
+        Examples:
+          citewise ask "what do I do when CheckoutAPIHighLatencyP99 fires?"
+          citewise ask "how do we rotate the payment provider keys?" --group security
+        """
+    )
+)
+@click.argument("question")
+@_identity_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def ask(obj, question, user, groups, as_json) -> None:
+    """A cited answer; says so when the knowledge base has none."""
+    from citewise.types import Identity
+
+    try:
+        services, remote = obj.services()
+        if remote is not None:
+            result = remote.request("POST", "/v1/answer", json={"question": question},
+                                    headers=_identity_headers(user, groups))
+        else:
+            result = services.answers.answer(question, Identity(user, tuple(groups))).to_dict()
+            services.close()
+    except CitewiseError as e:
+        _fail(e)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    click.echo(textwrap.fill(result["answer"], 100))
+    for c in result["citations"]:
+        where = c.get("url") or f"{c['source']}/{c.get('path') or ''}"
+        lines = f" (lines {c['start_line']}-{c['end_line']})" if c.get("start_line") else ""
+        click.echo(f"  [{c['n']}] {c['title']}" + (f" > {c['heading']}" if c["heading"] else "")
+                   + f" - {where}{lines}")
+
+
+def _identity_headers(user: str | None, groups: tuple[str, ...]) -> dict:
+    headers = {}
+    if user:
+        headers["X-Citewise-User"] = user
+    if groups:
+        headers["X-Citewise-Groups"] = ",".join(groups)
+    return headers
+
+
+@cli.command(
+    epilog=textwrap.dedent(
+        """
+        \b
+        Open http://127.0.0.1:8000/docs for the API. While the server runs, `citewise ingest`
+        and the nightly cron hand their runs to it (the embedded index admits one process).
+        Bind beyond 127.0.0.1 only with CITEWISE_API_KEYS set.
+        """
+    )
+)
+@click.option("--host", help="Address to bind [env CITEWISE_HOST, default 127.0.0.1].")
+@click.option("--port", type=int, help="Port [env CITEWISE_PORT, default 8000].")
+@click.pass_obj
+def serve(obj: Context, host: str | None, port: int | None) -> None:
+    """Serve the HTTP API (search, answers, ingest jobs, metrics)."""
+    import logging
+
+    import uvicorn
+
+    from citewise.api.app import create_app
+    from citewise.api.composition import build_services
+    from citewise.api.remote import remove_server_file, write_server_file
+
+    settings = obj.settings
+    host = host or settings.host
+    port = port or settings.port
+    log = logging.getLogger("citewise")
+    if host not in ("127.0.0.1", "localhost", "::1") and not settings.api_key_list():
+        log.warning("serving on %s without CITEWISE_API_KEYS: anyone who can reach it can "
+                    "claim any identity and read restricted documents", host)
+    try:
+        services = build_services(settings)
+    except CitewiseError as e:
+        _fail(e)
+    services.dense.warm_up()
+    app = create_app(settings, services)
+    write_server_file(settings, host, port)
+    log.info("citewise %s serving on http://%s:%d (docs at /docs), data in %s", __version__,
+             host, port, settings.data_dir)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level=settings.log_level.lower(),
+                    log_config=None)
+    finally:
+        remove_server_file(settings)
+        services.close()
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def sources(obj: Context, as_json: bool) -> None:
+    """List sources: declared in the config and/or present in the catalog."""
+    from citewise.index.catalog import Catalog
+
+    catalog = Catalog(obj.settings.catalog_path)
+    rows = {r["name"]: r for r in catalog.list_sources()}
+    declared = {s.name: s for s in obj.settings.sources}
+    out = []
+    for name in sorted(set(rows) | set(declared)):
+        r = rows.get(name, {})
+        out.append({"name": name, "type": r.get("type") or declared[name].type,
+                    "declared": name in declared, "documents": r.get("documents", 0),
+                    "chunks": r.get("chunks", 0), "last_success_at": r.get("last_success_at")})
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+    for s in out:
+        click.echo(f"{s['name']:<20} {s['type']:<10} {s['documents']:>6} docs {s['chunks']:>7} "
+                   f"chunks  last success: {s['last_success_at'] or 'never'}"
+                   + ("" if s["declared"] else "  (not in config)"))
+
+
+def main() -> None:
+    cli(prog_name="citewise")
+
+
+if __name__ == "__main__":
+    main()

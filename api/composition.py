@@ -1,0 +1,195 @@
+"""The composition root: the one place that turns settings into working services.
+
+Everything swappable (embedded Qdrant or a server, a local folder or S3, extractive answers or
+an LLM) is chosen here, from ``Settings``, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from citewise.errors import ConfigError, ConflictError, InvalidRequestError
+from citewise.index.blobs import BlobStore, LocalBlobStore, S3BlobStore
+from citewise.index.catalog import Catalog
+from citewise.index.embedder import DenseEncoder, EmbeddingCache
+from citewise.index.sparse import Bm25Encoder
+from citewise.index.vectors import VectorIndex
+from citewise.ingest.pipeline import IngestPipeline
+from citewise.ingest.runner import IngestRunner
+from citewise.retrieval.answer import AnswerService
+from citewise.retrieval.llm import LLMClient
+from citewise.retrieval.search import SearchService
+from citewise.settings import Settings, SourceConfig
+
+log = logging.getLogger("citewise")
+
+@dataclass
+class Services:
+    settings: Settings
+    catalog: Catalog
+    index: VectorIndex
+    blobs: BlobStore
+    dense: DenseEncoder
+    sparse: Bm25Encoder
+    pipeline: IngestPipeline
+    search: SearchService
+    answers: AnswerService
+    runner: IngestRunner
+
+    @property
+    def index_kind(self) -> str:
+        return "server" if self.settings.qdrant_url else "embedded"
+
+    def close(self) -> None:
+        self.index.close()
+        self.catalog.close()
+
+
+def build_dense(settings: Settings) -> DenseEncoder:
+    # The loaded model is shared per process (see index.embedder); the cache is per data folder.
+    return DenseEncoder(
+        settings.embedding_model_path,
+        batch_size=settings.embedding_batch_size,
+        cache=EmbeddingCache(settings.embedding_cache_path),
+    )
+
+
+def build_index(settings: Settings, dim: int) -> VectorIndex:
+    if settings.qdrant_url:
+        from citewise.index.qdrant_server_index import ServerVectorIndex
+
+        return ServerVectorIndex.from_url(
+            settings.qdrant_url,
+            api_key=settings.qdrant_api_key,
+            collection=settings.qdrant_collection,
+            dim=dim,
+            timeout=settings.qdrant_timeout,
+        )
+    from citewise.index.qdrant_edge_index import EdgeVectorIndex
+
+    return EdgeVectorIndex(settings.qdrant_path, dim)
+
+
+def build_blobs(settings: Settings) -> BlobStore:
+    if settings.blob_store == "s3":
+        if not settings.s3_bucket:
+            raise ConfigError(
+                "CITEWISE_BLOB_STORE=s3 needs a bucket", hint="set CITEWISE_S3_BUCKET"
+            )
+        return S3BlobStore(
+            settings.s3_bucket,
+            prefix=settings.s3_prefix,
+            endpoint_url=settings.s3_endpoint_url,
+            region=settings.s3_region,
+            access_key_id=settings.s3_access_key_id,
+            secret_access_key=settings.s3_secret_access_key,
+        )
+    return LocalBlobStore(settings.blob_dir)
+
+
+def build_services(settings: Settings) -> Services:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    catalog = Catalog(settings.catalog_path)
+    dense = build_dense(settings)
+    sparse = Bm25Encoder()
+    index = build_index(settings, dense.dim)
+    blobs = build_blobs(settings)
+    pipeline = IngestPipeline(
+        catalog=catalog,
+        index=index,
+        blobs=blobs,
+        dense=dense,
+        sparse=sparse,
+        chunk_max_tokens=settings.chunk_max_tokens,
+    )
+    search = SearchService(
+        catalog=catalog, index=index, dense=dense, sparse=sparse, prefetch=settings.search_prefetch
+    )
+    llm = None
+    if settings.llm_base_url:
+        if not settings.llm_model:
+            raise ConfigError(
+                "CITEWISE_LLM_BASE_URL is set but CITEWISE_LLM_MODEL is not",
+                hint="name the model the endpoint serves, e.g. llama3.1:8b",
+            )
+        llm = LLMClient(
+            settings.llm_base_url,
+            settings.llm_model,
+            api_key=settings.llm_api_key,
+            timeout=settings.llm_timeout,
+        )
+    answers = AnswerService(
+        search=search, dense=dense, sparse=sparse, min_score=settings.answer_min_score, llm=llm
+    )
+    return Services(
+        settings=settings,
+        catalog=catalog,
+        index=index,
+        blobs=blobs,
+        dense=dense,
+        sparse=sparse,
+        pipeline=pipeline,
+        search=search,
+        answers=answers,
+        runner=IngestRunner(pipeline),
+    )
+
+
+def source_name_for(path: Path) -> str:
+    name = re.sub(r"[^a-z0-9._-]+", "-", path.resolve().name.lower()).strip("-._")
+    return name[:63] or "folder"
+
+
+def resolve_sources(
+    settings: Settings,
+    catalog: Catalog | None,
+    *,
+    path: str | None = None,
+    name: str | None = None,
+    source: str | None = None,
+    all_sources: bool = False,
+) -> list[SourceConfig]:
+    """What one ``ingest`` asks for: a folder path, a declared source, or every declared one."""
+    chosen = sum(bool(x) for x in (path, source, all_sources))
+    if chosen != 1:
+        raise InvalidRequestError(
+            "say what to ingest: a folder PATH, --source NAME or --all (exactly one)"
+        )
+    if all_sources:
+        if not settings.sources:
+            raise ConfigError(
+                "no sources are declared",
+                hint="add [[sources]] to citewise.toml (or set CITEWISE_CONFIG_FILE)",
+            )
+        return list(settings.sources)
+    if source:
+        return [settings.source(source)]
+    folder = Path(path).expanduser().resolve()  # type: ignore[arg-type]
+    if not folder.is_dir():
+        raise InvalidRequestError(f"{folder} is not a folder", hint="pass a folder of documents")
+    source_name = name or source_name_for(folder)
+    declared = next((s for s in settings.sources if s.name == source_name), None)
+    if declared is not None:
+        if Path(declared.options().get("path", "")).resolve() != folder:
+            raise ConflictError(
+                f"source {source_name!r} is declared in the config file with another path",
+                hint="pick another name with --name",
+            )
+        return [declared]
+    if catalog is not None:
+        known = catalog.get_source(source_name)
+        if known is not None:
+            old = known["config"].get("path")
+            if old and Path(old).resolve() != folder:
+                # Re-using the name would treat every document of the old folder as deleted.
+                raise ConflictError(
+                    f"source {source_name!r} already holds documents from {old}",
+                    hint="pick another name with --name, or ingest that folder again",
+                )
+    try:
+        return [SourceConfig(name=source_name, type="folder", path=str(folder))]
+    except ValueError as e:
+        raise InvalidRequestError(str(e), hint="pass --name with a valid source name") from e

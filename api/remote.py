@@ -1,0 +1,97 @@
+"""Talking to a running ``citewise serve`` from another process on the same machine.
+
+The embedded index admits one process. When the server holds it, the CLI finds the server
+through ``<data dir>/server.json`` (written by ``citewise serve``) and sends its work there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from citewise.errors import CitewiseError, IndexLockedError
+from citewise.settings import Settings
+
+
+def write_server_file(settings: Settings, host: str, port: int) -> None:
+    connect_host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    settings.server_file.parent.mkdir(parents=True, exist_ok=True)
+    settings.server_file.write_text(
+        json.dumps({"url": f"http://{connect_host}:{port}", "pid": os.getpid()})
+    )
+
+
+def remove_server_file(settings: Settings) -> None:
+    try:
+        info = json.loads(settings.server_file.read_text())
+        if info.get("pid") == os.getpid():
+            settings.server_file.unlink()
+    except (OSError, ValueError):
+        pass
+
+
+class RemoteServer:
+    def __init__(self, url: str, api_key: str | None = None, timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+
+    def request(self, method: str, path: str, **kwargs) -> dict:
+        try:
+            resp = self.http.request(method, path, **kwargs)
+        except httpx.HTTPError as e:
+            raise CitewiseError(f"the server at {self.url} did not answer: {e}") from e
+        if resp.status_code >= 400:
+            try:
+                body = resp.json()
+                err = CitewiseError(body.get("detail", resp.text), hint=body.get("hint"))
+            except ValueError:
+                err = CitewiseError(f"the server answered {resp.status_code}: {resp.text[:200]}")
+            err.status_code = resp.status_code
+            raise err
+        return resp.json()
+
+    def ingest(self, payload: dict, on_update: Callable[[dict], None], poll: float = 1.0) -> dict:
+        job = self.request("POST", "/v1/ingest/jobs", json=payload)
+        while job["status"] in ("queued", "running"):
+            on_update(job)
+            time.sleep(poll)
+            job = self.request("GET", f"/v1/ingest/jobs/{job['id']}")
+        on_update(job)
+        return job
+
+
+def find_server(settings: Settings, locked: IndexLockedError) -> RemoteServer:
+    """The server that holds the index, or an error that says exactly what to do."""
+    info = _read(settings.server_file)
+    keys = settings.api_key_list()
+    if info and info.get("url"):
+        server = RemoteServer(info["url"], api_key=keys[0] if keys else None)
+        try:
+            server.request("GET", "/healthz")
+            return server
+        except CitewiseError:
+            pass
+        raise IndexLockedError(
+            f"the embedded index in {settings.data_dir} is held by another process, and the "
+            f"server recorded in {settings.server_file} ({info['url']}, pid {info.get('pid')}) "
+            "does not answer",
+            hint="wait for that process to finish, or stop it, then run this command again",
+        )
+    raise IndexLockedError(
+        f"the embedded index in {settings.data_dir} is held by another citewise process "
+        "(an ingest, or a server started without writing server.json)",
+        hint=f"wait for it to finish, or stop it; details: {locked.message}",
+    )
+
+
+def _read(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,52 @@
+"""Ingest runs started over HTTP: the cron and `citewise ingest` hand their runs to the server."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+
+from citewise.api.auth import require_operator
+from citewise.api.composition import resolve_sources
+from citewise.api.schemas import IngestRequest
+
+router = APIRouter(prefix="/v1/ingest", tags=["ingest"], dependencies=[Depends(require_operator)])
+
+
+@router.post("/jobs", status_code=202, summary="Start an ingest job")
+def start(body: IngestRequest, request: Request) -> dict:
+    """Runs in the background, one job at a time; poll `GET /v1/ingest/jobs/{id}`."""
+    services = request.app.state.services
+    sources = resolve_sources(
+        services.settings,
+        services.catalog,
+        path=body.path,
+        name=body.name,
+        source=body.source,
+        all_sources=body.all,
+    )
+    job = services.runner.submit(sources, trigger="api", force=body.force)
+    return job.to_dict()
+
+
+@router.get("/jobs/{job_id}", summary="An ingest job's progress and results")
+def get_job(job_id: str, request: Request) -> dict:
+    return request.app.state.services.runner.get(job_id).to_dict()
+
+
+@router.get("/jobs", summary="Recent ingest jobs of this server")
+def list_jobs(request: Request) -> dict:
+    return {"jobs": [j.to_dict() for j in request.app.state.services.runner.jobs()]}
+
+
+@router.get("/runs", summary="Recent ingest runs (all processes)")
+def list_runs(request: Request, source: str | None = None, limit: int = 20) -> dict:
+    return {"runs": request.app.state.services.catalog.list_runs(source, min(limit, 200))}
+
+
+@router.get("/runs/{run_id}", summary="One ingest run with its per-document errors")
+def get_run(run_id: int, request: Request) -> dict:
+    from citewise.errors import NotFoundError
+
+    run = request.app.state.services.catalog.get_run(run_id)
+    if run is None:
+        raise NotFoundError(f"no ingest run {run_id}")
+    return run

@@ -1,0 +1,187 @@
+"""A folder of Markdown, HTML and text files: runbook repositories, exported wikis, docs.
+
+Each file is one document whose external id is its path relative to the folder. Markdown and
+text files may start with YAML front matter; these keys are understood (others are kept as
+metadata): ``title``, ``tags``, ``readers``, ``service``, ``owner``, ``severity``, ``alerts``.
+A file's own ``readers`` replace the source's default readers.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import html
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import ClassVar
+
+from citewise.connectors.frontmatter import FrontMatterError, split_front_matter
+from citewise.errors import SourceError
+from citewise.types import SourceDocument, normalise_readers
+
+MEDIA_TYPES = {
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".html": "text/html",
+    ".htm": "text/html",
+    ".txt": "text/plain",
+    ".text": "text/plain",
+}
+DEFAULT_EXCLUDE = (".*", "*/.*", "node_modules/*", "*/node_modules/*", "_build/*")
+
+_HTML_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
+_HTML_H1 = re.compile(r"<h1[^>]*>(.*?)</h1>", re.I | re.S)
+_HTML_META = re.compile(
+    r"<meta\s+name=[\"'](citewise-[a-z]+)[\"']\s+content=[\"']([^\"']*)[\"']", re.I
+)
+_MD_H1 = re.compile(r"^#\s+(.+?)\s*#*\s*$", re.M)
+_TAG = re.compile(r"<[^>]+>")
+
+
+@dataclass
+class FolderConfig:
+    path: Path
+    include: list[str] = field(default_factory=lambda: ["*" + ext for ext in MEDIA_TYPES])
+    exclude: list[str] = field(default_factory=list)
+    readers: list[str] = field(default_factory=lambda: ["public"])
+    url_base: str | None = None  # e.g. https://git.example.com/org/runbooks/blob/main/
+    max_file_bytes: int = 5 * 1024 * 1024
+
+
+class FolderConnector:
+    source_type: ClassVar[str] = "folder"
+
+    def __init__(self, config: FolderConfig) -> None:
+        self.config = config
+        self.root = Path(config.path).expanduser().resolve()
+
+    @classmethod
+    def from_options(cls, options: dict, readers: list[str]) -> FolderConnector:
+        if "path" not in options:
+            raise SourceError("a folder source needs a 'path' setting")
+        known = {"path", "include", "exclude", "url_base", "max_file_bytes"}
+        unknown = set(options) - known
+        if unknown:
+            raise SourceError(
+                f"unknown setting(s) for a folder source: {sorted(unknown)}",
+                hint=f"a folder source accepts {sorted(known)}",
+            )
+        return cls(FolderConfig(readers=readers, **options))
+
+    # Listing -------------------------------------------------------------------------------
+    def _check_root(self) -> None:
+        if not self.root.is_dir():
+            raise SourceError(
+                f"folder {self.root} does not exist or is not a folder",
+                hint="check the source's path (a missing folder never deletes what is indexed)",
+            )
+
+    def _admitted(self, rel: str) -> bool:
+        name = rel.rsplit("/", 1)[-1]
+        if not any(fnmatch.fnmatch(name, pat) or fnmatch.fnmatch(rel, pat)
+                   for pat in self.config.include):
+            return False
+        excludes = (*DEFAULT_EXCLUDE, *self.config.exclude)
+        return not any(fnmatch.fnmatch(rel, pat) for pat in excludes)
+
+    def list_ids(self) -> Iterator[str]:
+        self._check_root()
+        for dirpath, dirnames, filenames in os.walk(self.root, onerror=self._walk_error):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for name in sorted(filenames):
+                full = Path(dirpath, name)
+                rel = full.relative_to(self.root).as_posix()
+                if full.suffix.lower() in MEDIA_TYPES and self._admitted(rel):
+                    yield rel
+
+    @staticmethod
+    def _walk_error(e: OSError) -> None:
+        # A folder we cannot list would make its files look deleted: fail the listing instead.
+        raise SourceError(f"cannot list {e.filename}: {e.strerror}")
+
+    # Loading -------------------------------------------------------------------------------
+    def load(self, batch_size: int = 32) -> Iterator[list[SourceDocument]]:
+        batch: list[SourceDocument] = []
+        for rel in self.list_ids():
+            batch.append(self.read(rel))
+            if len(batch) >= batch_size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def read(self, rel: str) -> SourceDocument:
+        full = self.root / rel
+        media_type = MEDIA_TYPES[full.suffix.lower()]
+        doc = SourceDocument(
+            external_id=rel,
+            title=_title_from_filename(full),
+            content=b"",
+            media_type=media_type,
+            path=rel,
+            url=(self.config.url_base + rel) if self.config.url_base else None,
+            readers=list(self.config.readers),
+        )
+        try:
+            stat = full.stat()
+            doc.updated_at = datetime.fromtimestamp(stat.st_mtime, UTC)
+            if stat.st_size > self.config.max_file_bytes:
+                doc.error = (
+                    f"file is {stat.st_size} bytes, over the limit of "
+                    f"{self.config.max_file_bytes} (raise max_file_bytes for this source)"
+                )
+                return doc
+            doc.content = full.read_bytes()
+        except OSError as e:
+            doc.error = f"cannot read file: {e.strerror or e}"
+            return doc
+        if b"\0" in doc.content[:8192]:
+            doc.error = "file looks binary (contains NUL bytes); only text files are indexed"
+            return doc
+        try:
+            text = doc.content.decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            doc.error = f"file is not UTF-8 text (byte {e.start}): re-save it as UTF-8"
+            return doc
+        try:
+            self._apply_metadata(doc, text)
+        except (FrontMatterError, ValueError) as e:
+            doc.error = str(e)
+        return doc
+
+    def _apply_metadata(self, doc: SourceDocument, text: str) -> None:
+        meta: dict = {}
+        if doc.media_type == "text/html":
+            found = {k.lower(): v for k, v in _HTML_META.findall(text)}
+            if "citewise-readers" in found:
+                meta["readers"] = found["citewise-readers"]
+            if "citewise-tags" in found:
+                meta["tags"] = found["citewise-tags"]
+            m = _HTML_TITLE.search(text) or _HTML_H1.search(text)
+            if m:
+                doc.title = html.unescape(_TAG.sub("", m.group(1))).strip() or doc.title
+            doc.body = text
+        else:
+            meta, body, offset = split_front_matter(text)
+            doc.body = body
+            doc.body_line_offset = offset
+            if doc.media_type == "text/markdown" and not meta.get("title"):
+                m = _MD_H1.search(body)
+                if m:
+                    doc.title = m.group(1).strip()
+        if meta.get("title"):
+            doc.title = str(meta["title"]).strip()
+        if "readers" in meta:
+            doc.readers = normalise_readers(meta["readers"])
+        tags = meta.get("tags") or []
+        if isinstance(tags, str):
+            tags = [t for t in re.split(r"[,\s]+", tags) if t]
+        doc.tags = [str(t).strip().lower() for t in tags]
+        doc.metadata = {k: v for k, v in meta.items() if k not in ("title", "readers", "tags")}
+
+
+def _title_from_filename(path: Path) -> str:
+    return re.sub(r"[-_]+", " ", path.stem).strip().capitalize() or path.name

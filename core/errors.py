@@ -1,0 +1,84 @@
+"""Typed errors shared by every layer.
+
+Each error says what was wrong and what to do about it. The HTTP edge turns them into one JSON
+problem shape (see ``citewise.api.problems``); the CLI prints ``message`` and ``hint``.
+"""
+
+from __future__ import annotations
+
+
+class CitewiseError(Exception):
+    """Base class: a message for the user and, where there is one, a hint on what to do."""
+
+    status_code = 500
+    code = "internal_error"
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class ConfigError(CitewiseError):
+    """A setting or the config file is invalid."""
+
+    status_code = 500
+    code = "config_error"
+
+
+class NotFoundError(CitewiseError):
+    status_code = 404
+    code = "not_found"
+
+
+class InvalidRequestError(CitewiseError):
+    status_code = 422
+    code = "invalid_request"
+
+
+class AuthError(CitewiseError):
+    status_code = 401
+    code = "unauthorized"
+
+
+class ForbiddenError(CitewiseError):
+    status_code = 403
+    code = "forbidden"
+
+
+class ConflictError(CitewiseError):
+    """The operation cannot run now (an ingest of that source is already running, say)."""
+
+    status_code = 409
+    code = "conflict"
+
+
+class IndexLockedError(CitewiseError):
+    """Another process holds the embedded index (only one process may open it)."""
+
+    status_code = 503
+    code = "index_locked"
+
+
+class SourceError(CitewiseError):
+    """A source could not be read (missing folder, unreachable server, bad credentials)."""
+
+    status_code = 502
+    code = "source_error"
+
+
+class DocumentError(CitewiseError):
+    """One document could not be parsed or processed; the run records it and goes on."""
+
+    status_code = 422
+    code = "document_error"
+
+
+class BackendError(CitewiseError):
+    """A storage backend (Qdrant, S3, SQLite) failed."""
+
+    status_code = 503
+    code = "backend_unavailable"

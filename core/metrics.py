@@ -1,0 +1,26 @@
+"""Prometheus metrics, served at ``GET /metrics``. Defined once here so every layer shares them."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+HTTP_REQUESTS = Counter(
+    "citewise_http_requests_total", "HTTP requests served", ["method", "route", "status"]
+)
+HTTP_LATENCY = Histogram(
+    "citewise_http_request_seconds", "HTTP request latency", ["method", "route"]
+)
+SEARCH_LATENCY = Histogram(
+    "citewise_search_seconds",
+    "Time to run one search (embedding the query included)",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
+ANSWERS = Counter("citewise_answers_total", "Answers given", ["mode", "abstained"])
+INGEST_DOCUMENTS = Counter(
+    "citewise_ingest_documents_total", "Documents processed by ingest runs", ["source", "outcome"]
+)
+INGEST_CHUNKS_EMBEDDED = Counter(
+    "citewise_ingest_chunks_embedded_total", "Chunks run through the embedding model"
+)
+INGEST_RUNS = Counter("citewise_ingest_runs_total", "Ingest runs finished", ["source", "status"])
+INGEST_RUNNING = Gauge("citewise_ingest_running", "Ingest runs in progress")

@@ -1,0 +1,235 @@
+"""Settings: 12-factor environment variables (``CITEWISE_*``) over an optional TOML config file.
+
+Precedence, highest first: environment, the config file's ``[settings]`` table, defaults. The
+config file also declares the sources that ``citewise ingest --all`` (the nightly cron) runs::
+
+    [settings]
+    data_dir = "/var/lib/citewise"
+
+    [[sources]]
+    name = "runbooks"
+    type = "folder"
+    path = "/srv/runbooks"
+    readers = ["group:engineering"]
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from citewise.errors import ConfigError
+
+SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+
+
+class SourceConfig(BaseModel):
+    """One source: a name, a connector type and that connector's own settings."""
+
+    model_config = {"extra": "allow"}
+
+    name: str
+    type: str
+    readers: list[str] = Field(default_factory=lambda: ["public"])
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, v: str) -> str:
+        if not SOURCE_NAME.match(v):
+            raise ValueError(
+                f"source name {v!r} must be lowercase letters, digits, '.', '_' or '-' "
+                "(at most 63 characters), e.g. 'runbooks' or 'eng-wiki'"
+            )
+        return v
+
+    def options(self) -> dict[str, Any]:
+        """The connector-specific settings (everything but name, type and readers)."""
+        return dict(self.model_extra or {})
+
+
+class Settings(BaseSettings):
+    """Every knob, with the environment variable that sets it (prefix ``CITEWISE_``)."""
+
+    model_config = SettingsConfigDict(env_prefix="CITEWISE_", extra="ignore")
+
+    config_file: Path | None = Field(
+        default=None, description="TOML file with [settings] and [[sources]] (citewise.toml)."
+    )
+    data_dir: Path = Field(default=Path("data"), description="Folder that holds all state.")
+    log_level: str = Field(default="INFO", description="DEBUG, INFO, WARNING or ERROR.")
+    log_format: Literal["text", "json"] = Field(default="text", description="text or json.")
+
+    # Vector index
+    qdrant_url: str | None = Field(
+        default=None, description="Qdrant server URL; unset = embedded Qdrant in the data folder."
+    )
+    qdrant_api_key: str | None = Field(default=None, description="API key for the Qdrant server.")
+    qdrant_collection: str = Field(default="citewise", description="Collection on the server.")
+    qdrant_timeout: float = Field(default=10.0, description="Seconds per Qdrant request.")
+
+    # Blob store
+    blob_store: Literal["local", "s3"] = Field(
+        default="local", description="local (a folder in the data dir) or s3 (any S3 API)."
+    )
+    s3_bucket: str | None = Field(default=None, description="Bucket for raw source bytes.")
+    s3_prefix: str = Field(default="citewise/", description="Key prefix inside the bucket.")
+    s3_endpoint_url: str | None = Field(
+        default=None, description="Endpoint for R2/MinIO/etc.; unset = AWS S3."
+    )
+    s3_region: str | None = Field(default=None, description="Region (R2: 'auto').")
+    s3_access_key_id: str | None = Field(default=None, description="Access key id.")
+    s3_secret_access_key: str | None = Field(default=None, description="Secret access key.")
+
+    # Models
+    embedding_model_path: Path | None = Field(
+        default=None,
+        description="Folder of a sentence-transformers model; unset = packaged all-MiniLM-L6-v2.",
+    )
+    embedding_batch_size: int = Field(default=32, description="Chunks per embedding batch.")
+    chunk_max_tokens: int = Field(
+        default=200, description="Word-pieces per chunk (the model truncates at 256)."
+    )
+    llm_base_url: str | None = Field(
+        default=None,
+        description="OpenAI-compatible API base (vLLM, Ollama, Workers AI); unset = extractive.",
+    )
+    llm_model: str | None = Field(default=None, description="Model name for the LLM endpoint.")
+    llm_api_key: str | None = Field(default=None, description="Bearer token for the LLM endpoint.")
+    llm_timeout: float = Field(default=60.0, description="Seconds to wait for an LLM answer.")
+
+    # Retrieval
+    search_prefetch: int = Field(default=50, description="Candidates per method before fusion.")
+    answer_min_score: float = Field(
+        default=0.35, description="Below this evidence score /v1/answer abstains."
+    )
+
+    # API
+    host: str = Field(default="127.0.0.1", description="Address `citewise serve` binds.")
+    port: int = Field(default=8000, description="Port `citewise serve` binds.")
+    api_keys: str | None = Field(
+        default=None,
+        description="Comma-separated bearer keys; when set, /v1 requires one and trusts the "
+        "X-Citewise-User / X-Citewise-Groups headers only from key holders.",
+    )
+
+    # Set from the config file, not from the environment.
+    sources: list[SourceConfig] = Field(default_factory=list, exclude=True)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings)
+
+    # Derived locations inside the data folder ------------------------------------------------
+    @property
+    def catalog_path(self) -> Path:
+        return self.data_dir / "catalog.db"
+
+    @property
+    def embedding_cache_path(self) -> Path:
+        return self.data_dir / "embeddings.db"
+
+    @property
+    def qdrant_path(self) -> Path:
+        return self.data_dir / "qdrant"
+
+    @property
+    def blob_dir(self) -> Path:
+        return self.data_dir / "blobs"
+
+    @property
+    def server_file(self) -> Path:
+        """Written by `citewise serve` so that other processes can find it."""
+        return self.data_dir / "server.json"
+
+    def api_key_list(self) -> list[str]:
+        return [k.strip() for k in (self.api_keys or "").split(",") if k.strip()]
+
+    def source(self, name: str) -> SourceConfig:
+        for s in self.sources:
+            if s.name == name:
+                return s
+        known = ", ".join(s.name for s in self.sources) or "none declared"
+        raise ConfigError(
+            f"no source named {name!r} in the config file (known: {known})",
+            hint="declare it under [[sources]] in citewise.toml, or pass a folder path",
+        )
+
+
+def _read_config_file(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError as e:
+        raise ConfigError(
+            f"config file {path} does not exist",
+            hint="create it (see citewise.example.toml) or unset CITEWISE_CONFIG_FILE",
+        ) from e
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"config file {path} is not valid TOML: {e}") from e
+
+
+def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Settings:
+    """Build settings from the environment, the config file and explicit overrides.
+
+    The config file is, in order: the argument, ``CITEWISE_CONFIG_FILE``, ``./citewise.toml``
+    when it exists. Relative paths in the file are taken relative to the file's folder, so the
+    same file works from any working directory.
+    """
+    path = config_file or os.environ.get("CITEWISE_CONFIG_FILE")
+    if path is None and Path("citewise.toml").exists():
+        path = "citewise.toml"
+    file_values: dict[str, Any] = {}
+    sources: list[dict[str, Any]] = []
+    if path is not None:
+        path = Path(path).resolve()
+        raw = _read_config_file(path)
+        unknown = set(raw) - {"settings", "sources"}
+        if unknown:
+            raise ConfigError(
+                f"config file {path} has unknown top-level keys: {sorted(unknown)}",
+                hint="only [settings] and [[sources]] are read",
+            )
+        file_values = dict(raw.get("settings", {}))
+        if "data_dir" in file_values:
+            file_values["data_dir"] = path.parent / file_values["data_dir"]
+        for s in raw.get("sources", []):
+            s = dict(s)
+            if "path" in s and s.get("type") == "folder":
+                s["path"] = str(path.parent / s["path"])
+            sources.append(s)
+        file_values["config_file"] = path
+    # Environment beats the file: drop file values that the environment sets.
+    for key in list(file_values):
+        if f"CITEWISE_{key.upper()}" in os.environ:
+            file_values.pop(key)
+    try:
+        settings = Settings(**{**file_values, **overrides})
+        settings.sources = [SourceConfig(**s) for s in sources]
+    except ValidationError as e:
+        raise ConfigError(f"invalid settings: {_describe(e)}") from e
+    names = [s.name for s in settings.sources]
+    dupes = {n for n in names if names.count(n) > 1}
+    if dupes:
+        raise ConfigError(f"source names must be unique; repeated: {sorted(dupes)}")
+    return settings
+
+
+def _describe(e: ValidationError) -> str:
+    parts = []
+    for err in e.errors():
+        loc = ".".join(str(x) for x in err["loc"])
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)

@@ -1,0 +1,123 @@
+"""Plain data passed between the stages: connectors -> ingest -> index -> retrieval -> api.
+
+Nothing here knows about storage or HTTP, so each stage can be built and tested alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+PUBLIC = "public"
+"""The reader principal that every caller has, signed in or not."""
+
+
+def normalise_readers(readers: Iterable[str] | str | None) -> list[str]:
+    """Readers are principals: ``public``, ``user:<id>`` or ``group:<name>``.
+
+    A bare name is taken as a user (``alice`` -> ``user:alice``); an empty list means public,
+    since a document nobody may read is better expressed by not ingesting it.
+    """
+    if readers is None:
+        return [PUBLIC]
+    if isinstance(readers, str):
+        readers = [r for r in readers.replace(",", " ").split() if r]
+    out: list[str] = []
+    for raw in readers:
+        r = str(raw).strip()
+        if not r:
+            continue
+        low = r.lower()
+        if low in (PUBLIC, "everyone", "all"):
+            r = PUBLIC
+        elif ":" in r:
+            kind, _, name = r.partition(":")
+            kind = kind.strip().lower()
+            if kind not in ("user", "group"):
+                raise ValueError(
+                    f"reader {raw!r} has an unknown kind {kind!r}: use 'public', "
+                    "'user:<id>' or 'group:<name>'"
+                )
+            r = f"{kind}:{name.strip()}"
+        else:
+            r = f"user:{r}"
+        if r not in out:
+            out.append(r)
+    return out or [PUBLIC]
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who is asking. Search turns this into the set of principals matched inside the query."""
+
+    user: str | None = None
+    groups: tuple[str, ...] = ()
+
+    def principals(self) -> list[str]:
+        principals = [PUBLIC]
+        if self.user:
+            principals.append(f"user:{self.user}")
+        principals.extend(f"group:{g}" for g in self.groups if g)
+        return principals
+
+    @classmethod
+    def anonymous(cls) -> Identity:
+        return cls()
+
+
+@dataclass
+class SourceDocument:
+    """One document as a connector sees it, before parsing.
+
+    ``external_id`` is stable within the source (a relative path, a page id) and is what deletion
+    detection compares; ``content`` is the raw bytes stored in the blob store.
+    """
+
+    external_id: str
+    title: str
+    content: bytes
+    media_type: str  # text/markdown, text/html, text/plain
+    path: str | None = None  # relative to the source root, for file sources
+    url: str | None = None
+    readers: list[str] = field(default_factory=lambda: [PUBLIC])
+    metadata: dict = field(default_factory=dict)
+    tags: list[str] = field(default_factory=list)
+    updated_at: datetime | None = None
+    # The text to parse, when the connector already decoded it and removed front matter;
+    # ``body_line_offset`` is how many lines of the file precede it (for line citations).
+    body: str | None = None
+    body_line_offset: int = 0
+    # Set by a connector that failed to read this one document: the pipeline records the error
+    # and moves on instead of losing the rest of the batch.
+    error: str | None = None
+
+    @property
+    def content_hash(self) -> str:
+        return hashlib.sha256(self.content).hexdigest()
+
+
+@dataclass
+class Chunk:
+    """A piece of a document small enough for the embedding window, with where it came from."""
+
+    document_id: str
+    ordinal: int
+    text: str
+    heading: str  # heading path inside the document: "Diagnosis > Check replication lag"
+    anchor: str | None = None  # slug of the innermost heading, for deep links
+    start_line: int | None = None
+    end_line: int | None = None
+    token_count: int = 0
+
+
+@dataclass
+class SearchFilters:
+    """Filters applied inside the index query, next to the permission filter."""
+
+    sources: list[str] = field(default_factory=list)
+    path_prefix: str | None = None
+    tags: list[str] = field(default_factory=list)
+    services: list[str] = field(default_factory=list)
+    document_ids: list[str] = field(default_factory=list)

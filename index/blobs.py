@@ -1,0 +1,169 @@
+"""Raw source bytes, content-addressed: a local folder by default, any S3 API at scale.
+
+Keys are ``sha256/<2 hex>/<64 hex>``, so the same bytes are stored once however many documents
+or runs carry them, writes are idempotent, and a crash between writing a blob and recording it in
+the catalog leaves at worst an orphan, never a wrong blob.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Protocol
+
+from citewise.errors import BackendError, ConfigError
+
+
+def blob_key(data: bytes) -> str:
+    digest = hashlib.sha256(data).hexdigest()
+    return f"sha256/{digest[:2]}/{digest}"
+
+
+class BlobStore(Protocol):
+    def put(self, data: bytes) -> str:
+        """Store bytes (if not already there) and return their key."""
+
+    def get(self, key: str) -> bytes:
+        """The bytes under key; ``KeyError`` when absent."""
+
+    def exists(self, key: str) -> bool: ...
+
+    def delete(self, key: str) -> None:
+        """Remove the blob; deleting an absent key is not an error."""
+
+
+class LocalBlobStore:
+    """Blobs as files under one folder (the data dir's ``blobs/``)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, key: str) -> Path:
+        if ".." in key or key.startswith("/"):
+            raise ValueError(f"invalid blob key {key!r}")
+        return self.root / key
+
+    def put(self, data: bytes) -> str:
+        key = blob_key(data)
+        path = self._path(key)
+        if path.exists():
+            return key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Write then rename, so a crash never leaves a truncated blob under a valid key.
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return key
+
+    def get(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError:
+            raise KeyError(key) from None
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).exists()
+
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
+
+
+class S3BlobStore:
+    """Blobs in an S3-compatible bucket (AWS S3, Cloudflare R2, MinIO) through boto3."""
+
+    def __init__(
+        self,
+        bucket: str,
+        *,
+        prefix: str = "",
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        access_key_id: str | None = None,
+        secret_access_key: str | None = None,
+        client=None,
+    ) -> None:
+        import boto3
+        from botocore.config import Config
+
+        if not bucket:
+            raise ConfigError(
+                "the S3 blob store needs a bucket", hint="set CITEWISE_S3_BUCKET"
+            )
+        self.bucket = bucket
+        self.prefix = prefix
+        self.endpoint_url = endpoint_url
+        self._client = client or boto3.client(
+            "s3",
+            endpoint_url=endpoint_url,
+            region_name=region,
+            aws_access_key_id=access_key_id,
+            aws_secret_access_key=secret_access_key,
+            # Path-style works on every S3 clone; retries ride out brief outages.
+            config=Config(
+                s3={"addressing_style": "path"},
+                retries={"max_attempts": 5, "mode": "standard"},
+                connect_timeout=5,
+                read_timeout=30,
+            ),
+        )
+
+    def _where(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}" + (
+            f" at {self.endpoint_url}" if self.endpoint_url else ""
+        )
+
+    def _fail(self, action: str, key: str, e: Exception) -> BackendError:
+        return BackendError(
+            f"could not {action} blob {key} in {self._where()}: {e}",
+            hint="check CITEWISE_S3_* settings, the bucket's existence and the credentials",
+        )
+
+    def put(self, data: bytes) -> str:
+        key = blob_key(data)
+        if self.exists(key):
+            return key
+        try:
+            self._client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=data)
+        except Exception as e:  # botocore raises many unrelated types
+            raise self._fail("store", key, e) from e
+        return key
+
+    def get(self, key: str) -> bytes:
+        from botocore.exceptions import ClientError
+
+        try:
+            obj = self._client.get_object(Bucket=self.bucket, Key=self.prefix + key)
+            return obj["Body"].read()
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                raise KeyError(key) from None
+            raise self._fail("read", key, e) from e
+        except Exception as e:
+            raise self._fail("read", key, e) from e
+
+    def exists(self, key: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self._client.head_object(Bucket=self.bucket, Key=self.prefix + key)
+            return True
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise self._fail("look up", key, e) from e
+        except Exception as e:
+            raise self._fail("look up", key, e) from e
+
+    def delete(self, key: str) -> None:
+        try:
+            self._client.delete_object(Bucket=self.bucket, Key=self.prefix + key)
+        except Exception as e:
+            raise self._fail("delete", key, e) from e

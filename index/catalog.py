@@ -1,0 +1,436 @@
+"""The SQLite catalog (through sqlite-utils): sources, documents, chunks and ingest runs.
+
+The catalog is the source of truth for what is indexed. The vector index holds copies of chunk
+text and metadata for fast filtering, but which *version* of a document is live is decided here:
+retrieval drops hits whose version is not the catalog's current one, which is what makes the
+swap from old to new chunks atomic for readers (see ``ingest.pipeline``).
+
+The schema is versioned with ``PRAGMA user_version`` and migrated forward on open.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import uuid
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from citewise.types import Chunk
+
+CHUNK_NAMESPACE = uuid.UUID("5b0c1f3e-8a0e-4d8e-9a51-3c7f0f2e9d11")
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def document_id(source: str, external_id: str) -> str:
+    """Stable id of a document: the same source and external id always give the same id."""
+    return hashlib.sha256(f"{source}\0{external_id}".encode()).hexdigest()[:20]
+
+
+def chunk_point_id(doc_id: str, version: str, ordinal: int) -> str:
+    """Deterministic point id: re-ingesting the same version overwrites, never duplicates."""
+    return str(uuid.uuid5(CHUNK_NAMESPACE, f"{doc_id}:{version}:{ordinal}"))
+
+
+# Each migration moves the schema from version i to i+1. Never edit one that has shipped;
+# append a new one.
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE sources (
+        name TEXT PRIMARY KEY,
+        type TEXT NOT NULL,
+        config TEXT NOT NULL DEFAULT '{}',
+        state TEXT NOT NULL DEFAULT '{}',
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE TABLE documents (
+        id TEXT PRIMARY KEY,
+        source TEXT NOT NULL REFERENCES sources(name),
+        external_id TEXT NOT NULL,
+        path TEXT,
+        url TEXT,
+        title TEXT NOT NULL,
+        media_type TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        version TEXT NOT NULL,
+        index_signature TEXT NOT NULL,
+        readers TEXT NOT NULL,
+        tags TEXT NOT NULL DEFAULT '[]',
+        service TEXT,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        blob_key TEXT NOT NULL,
+        chunk_count INTEGER NOT NULL DEFAULT 0,
+        size_bytes INTEGER NOT NULL DEFAULT 0,
+        updated_at TEXT,
+        indexed_at TEXT NOT NULL,
+        UNIQUE (source, external_id)
+    );
+    CREATE INDEX documents_blob_key ON documents(blob_key);
+    CREATE TABLE chunks (
+        id TEXT PRIMARY KEY,
+        document_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+        ordinal INTEGER NOT NULL,
+        heading TEXT NOT NULL,
+        anchor TEXT,
+        text TEXT NOT NULL,
+        start_line INTEGER,
+        end_line INTEGER,
+        token_count INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX chunks_document ON chunks(document_id, ordinal);
+    CREATE TABLE ingest_runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        source TEXT NOT NULL,
+        trigger TEXT NOT NULL,
+        status TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        finished_at TEXT,
+        seen INTEGER NOT NULL DEFAULT 0,
+        added INTEGER NOT NULL DEFAULT 0,
+        updated INTEGER NOT NULL DEFAULT 0,
+        unchanged INTEGER NOT NULL DEFAULT 0,
+        deleted INTEGER NOT NULL DEFAULT 0,
+        failed INTEGER NOT NULL DEFAULT 0,
+        chunks_written INTEGER NOT NULL DEFAULT 0,
+        chunks_embedded INTEGER NOT NULL DEFAULT 0,
+        message TEXT
+    );
+    CREATE INDEX ingest_runs_source ON ingest_runs(source, id);
+    CREATE TABLE ingest_errors (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id INTEGER NOT NULL REFERENCES ingest_runs(id),
+        source TEXT NOT NULL,
+        external_id TEXT,
+        error TEXT NOT NULL,
+        at TEXT NOT NULL
+    );
+    CREATE INDEX ingest_errors_run ON ingest_errors(run_id);
+    """,
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+@dataclass
+class DocumentRecord:
+    """A row of ``documents`` with its JSON columns decoded."""
+
+    id: str
+    source: str
+    external_id: str
+    title: str
+    media_type: str
+    content_hash: str
+    version: str
+    index_signature: str
+    readers: list[str]
+    blob_key: str
+    indexed_at: str
+    path: str | None = None
+    url: str | None = None
+    tags: list[str] = field(default_factory=list)
+    service: str | None = None
+    metadata: dict = field(default_factory=dict)
+    chunk_count: int = 0
+    size_bytes: int = 0
+    updated_at: str | None = None
+
+    @classmethod
+    def from_row(cls, row: dict) -> DocumentRecord:
+        row = dict(row)
+        for key in ("readers", "tags", "metadata"):
+            row[key] = json.loads(row[key]) if row.get(key) else ([] if key != "metadata" else {})
+        return cls(**row)
+
+    def to_row(self) -> dict:
+        row = asdict(self)
+        for key in ("readers", "tags", "metadata"):
+            row[key] = json.dumps(row[key], sort_keys=True, default=str)
+        return row
+
+
+@dataclass
+class RunCounts:
+    seen: int = 0
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    failed: int = 0
+    chunks_written: int = 0
+    chunks_embedded: int = 0
+
+
+class Catalog:
+    """Thread-safe access to the catalog database: one SQLite connection per thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self.migrate()
+
+    # Connections ---------------------------------------------------------------------------
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+        return conn
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite_utils.Database(self._conn())
+            self._local.db = db
+        return db
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+            self._local.db = None
+
+    def transaction(self):
+        """``with catalog.transaction():`` groups writes atomically (BEGIN IMMEDIATE)."""
+        return _Transaction(self._conn())
+
+    # Schema --------------------------------------------------------------------------------
+    def schema_version(self) -> int:
+        return self._conn().execute("PRAGMA user_version").fetchone()[0]
+
+    def migrate(self) -> None:
+        conn = self._conn()
+        current = self.schema_version()
+        if current > SCHEMA_VERSION:
+            from citewise.errors import ConfigError
+
+            raise ConfigError(
+                f"catalog {self.path} has schema version {current}, newer than this citewise "
+                f"({SCHEMA_VERSION})",
+                hint="upgrade citewise, or point CITEWISE_DATA_DIR at another folder",
+            )
+        for version in range(current, SCHEMA_VERSION):
+            with self.transaction():
+                for statement in _statements(MIGRATIONS[version]):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {version + 1}")
+
+    # Sources -------------------------------------------------------------------------------
+    def ensure_source(self, name: str, type: str, config: dict[str, Any]) -> None:
+        existing = self.get_source(name)
+        if existing is None:
+            self.db["sources"].insert(
+                {
+                    "name": name,
+                    "type": type,
+                    "config": json.dumps(config, sort_keys=True, default=str),
+                    "state": "{}",
+                    "created_at": now(),
+                    "updated_at": now(),
+                }
+            )
+        else:
+            self.db["sources"].update(
+                name,
+                {
+                    "type": type,
+                    "config": json.dumps(config, sort_keys=True, default=str),
+                    "updated_at": now(),
+                },
+            )
+
+    def get_source(self, name: str) -> dict | None:
+        rows = list(self.db["sources"].rows_where("name = ?", [name]))
+        if not rows:
+            return None
+        row = dict(rows[0])
+        row["config"] = json.loads(row["config"])
+        row["state"] = json.loads(row["state"])
+        return row
+
+    def list_sources(self) -> list[dict]:
+        sql = """
+            SELECT s.name, s.type, s.created_at, s.updated_at,
+                   COUNT(d.id) AS documents, COALESCE(SUM(d.chunk_count), 0) AS chunks,
+                   (SELECT MAX(finished_at) FROM ingest_runs r
+                     WHERE r.source = s.name AND r.status = 'succeeded') AS last_success_at
+            FROM sources s LEFT JOIN documents d ON d.source = s.name
+            GROUP BY s.name ORDER BY s.name
+        """
+        return [dict(r) for r in self._conn().execute(sql)]
+
+    def set_source_state(self, name: str, state: dict) -> None:
+        self.db["sources"].update(name, {"state": json.dumps(state, default=str)})
+
+    # Documents -----------------------------------------------------------------------------
+    def get_document(self, doc_id: str) -> DocumentRecord | None:
+        rows = list(self.db["documents"].rows_where("id = ?", [doc_id]))
+        return DocumentRecord.from_row(rows[0]) if rows else None
+
+    def documents_of_source(self, source: str) -> dict[str, DocumentRecord]:
+        """The source's documents keyed by external id."""
+        return {
+            row["external_id"]: DocumentRecord.from_row(row)
+            for row in self.db["documents"].rows_where("source = ?", [source])
+        }
+
+    def count_documents(self, source: str | None = None) -> int:
+        if source is None:
+            return self.db["documents"].count
+        return self.db["documents"].count_where("source = ?", [source])
+
+    def current_versions(self, doc_ids: Iterable[str]) -> dict[str, str]:
+        ids = list(set(doc_ids))
+        out: dict[str, str] = {}
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            marks = ",".join("?" * len(part))
+            for row in self._conn().execute(
+                f"SELECT id, version FROM documents WHERE id IN ({marks})", part
+            ):
+                out[row["id"]] = row["version"]
+        return out
+
+    def save_document(self, record: DocumentRecord, chunks: list[Chunk], ids: list[str]) -> None:
+        """Make ``record`` (and its chunks) the live version of the document, atomically."""
+        with self.transaction():
+            conn = self._conn()
+            conn.execute("DELETE FROM chunks WHERE document_id = ?", [record.id])
+            self.db["documents"].upsert(record.to_row(), pk="id")
+            self.db["chunks"].insert_all(
+                (
+                    {
+                        "id": pid,
+                        "document_id": record.id,
+                        "ordinal": c.ordinal,
+                        "heading": c.heading,
+                        "anchor": c.anchor,
+                        "text": c.text,
+                        "start_line": c.start_line,
+                        "end_line": c.end_line,
+                        "token_count": c.token_count,
+                    }
+                    for c, pid in zip(chunks, ids, strict=True)
+                ),
+                pk="id",
+            )
+
+    def update_document_fields(self, doc_id: str, **fields: Any) -> None:
+        for key in ("readers", "tags", "metadata"):
+            if key in fields:
+                fields[key] = json.dumps(fields[key], sort_keys=True, default=str)
+        self.db["documents"].update(doc_id, fields)
+
+    def delete_document(self, doc_id: str) -> None:
+        with self.transaction():
+            self._conn().execute("DELETE FROM chunks WHERE document_id = ?", [doc_id])
+            self._conn().execute("DELETE FROM documents WHERE id = ?", [doc_id])
+
+    def blob_in_use(self, blob_key: str) -> bool:
+        return self.db["documents"].count_where("blob_key = ?", [blob_key]) > 0
+
+    def chunks_of(self, doc_id: str) -> list[dict]:
+        return [
+            dict(r)
+            for r in self.db["chunks"].rows_where(
+                "document_id = ?", [doc_id], order_by="ordinal"
+            )
+        ]
+
+    def count_chunks(self) -> int:
+        return self.db["chunks"].count
+
+    # Runs ----------------------------------------------------------------------------------
+    def start_run(self, source: str, trigger: str) -> int:
+        # A run still marked running for this source died with its process (crash, kill):
+        # say so instead of leaving it running forever.
+        self._conn().execute(
+            "UPDATE ingest_runs SET status = 'interrupted', finished_at = ? "
+            "WHERE source = ? AND status = 'running'",
+            [now(), source],
+        )
+        return self.db["ingest_runs"].insert(
+            {"source": source, "trigger": trigger, "status": "running", "started_at": now()}
+        ).last_pk
+
+    def update_run(self, run_id: int, counts: RunCounts) -> None:
+        self.db["ingest_runs"].update(run_id, asdict(counts))
+
+    def finish_run(
+        self, run_id: int, counts: RunCounts, status: str, message: str | None = None
+    ) -> None:
+        self.db["ingest_runs"].update(
+            run_id, {**asdict(counts), "status": status, "finished_at": now(), "message": message}
+        )
+
+    def record_error(self, run_id: int, source: str, external_id: str | None, error: str) -> None:
+        self.db["ingest_errors"].insert(
+            {
+                "run_id": run_id,
+                "source": source,
+                "external_id": external_id,
+                "error": error,
+                "at": now(),
+            }
+        )
+
+    def get_run(self, run_id: int) -> dict | None:
+        rows = list(self.db["ingest_runs"].rows_where("id = ?", [run_id]))
+        if not rows:
+            return None
+        run = dict(rows[0])
+        run["errors"] = [
+            {"external_id": e["external_id"], "error": e["error"]}
+            for e in self.db["ingest_errors"].rows_where("run_id = ?", [run_id], order_by="id")
+        ]
+        return run
+
+    def list_runs(self, source: str | None = None, limit: int = 20) -> list[dict]:
+        where, args = ("source = ?", [source]) if source else (None, [])
+        return [
+            dict(r)
+            for r in self.db["ingest_runs"].rows_where(
+                where, args, order_by="id desc", limit=limit
+            )
+        ]
+
+
+def _statements(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT/ROLLBACK on an autocommit connection; nests as a no-op."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.outer = False
+
+    def __enter__(self):
+        if not self.conn.in_transaction:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.outer = True
+        return self.conn
+
+    def __exit__(self, exc_type, exc, tb):
+        if self.outer:
+            self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+        return False

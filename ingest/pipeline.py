@@ -1,0 +1,353 @@
+"""The ingestion pipeline: source documents in, live chunks out. Incremental and crash-safe.
+
+For each document the connector yields:
+
+* **unchanged** (same content hash, same index signature): nothing is parsed or embedded; a
+  readers-only change is written to the index payload, then to the catalog.
+* **new or changed**: parse, chunk, embed (the batch's chunks together, length-sorted, through
+  the embedding cache), then swap versions in three steps:
+
+  1. upsert the new version's points (ids derive from document, version and position);
+  2. flip the catalog row to the new version (one SQLite transaction);
+  3. delete the points of every other version.
+
+  Retrieval drops hits whose version is not the catalog's current one, so between any two
+  steps a reader sees the old chunks or the new ones, never both and never none. A crash
+  between steps leaves stale points that retrieval ignores; the next run after an interrupted
+  one sweeps them.
+* **gone from the source** (only decided after a complete listing): points, then catalog row,
+  then the blob if no other document shares it.
+
+A document that fails (unreadable, unparseable) is recorded with its error; its previously
+indexed version stays live, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC
+
+from citewise import metrics
+from citewise.connectors.base import LoadConnector
+from citewise.errors import CitewiseError, DocumentError, SourceError
+from citewise.index.blobs import BlobStore
+from citewise.index.catalog import (
+    Catalog,
+    DocumentRecord,
+    RunCounts,
+    chunk_point_id,
+    document_id,
+    now,
+)
+from citewise.index.embedder import DenseEncoder, embedding_text
+from citewise.index.sparse import Bm25Encoder
+from citewise.index.vectors import ChunkPoint, VectorIndex
+from citewise.ingest.chunking import Chunker
+from citewise.ingest.parse import document_text, parse
+from citewise.ingest.progress import ProgressSink, SilentProgress
+from citewise.types import Chunk, SourceDocument
+
+log = logging.getLogger("citewise.ingest")
+
+CHUNKER_VERSION = "sections-v1"
+
+
+@dataclass
+class RunReport:
+    run_id: int
+    source: str
+    status: str  # succeeded | partial (some documents failed) | failed | interrupted
+    counts: RunCounts
+    seconds: float
+    errors: list[tuple[str | None, str]] = field(default_factory=list)
+    message: str | None = None
+
+    def summary(self) -> str:
+        c = self.counts
+        line = (
+            f"{self.source}: {c.added} added, {c.updated} updated, {c.unchanged} unchanged, "
+            f"{c.deleted} deleted, {c.failed} failed; {c.chunks_written} chunks written, "
+            f"{c.chunks_embedded} embedded, in {self.seconds:.1f}s ({self.status})"
+        )
+        return line + (f": {self.message}" if self.message else "")
+
+
+@dataclass
+class _Prepared:
+    doc: SourceDocument
+    doc_id: str
+    previous: DocumentRecord | None
+    chunks: list[Chunk]
+
+
+class IngestPipeline:
+    def __init__(
+        self,
+        *,
+        catalog: Catalog,
+        index: VectorIndex,
+        blobs: BlobStore,
+        dense: DenseEncoder,
+        sparse: Bm25Encoder,
+        chunk_max_tokens: int = 200,
+    ) -> None:
+        self.catalog = catalog
+        self.index = index
+        self.blobs = blobs
+        self.dense = dense
+        self.sparse = sparse
+        self.chunker = Chunker(dense.count_tokens, chunk_max_tokens)
+        self.signature = "|".join(
+            [CHUNKER_VERSION, str(chunk_max_tokens), dense.model_id, sparse.version]
+        )
+
+    def run(
+        self,
+        source: str,
+        source_type: str,
+        connector: LoadConnector,
+        *,
+        config: dict | None = None,
+        trigger: str = "cli",
+        force: bool = False,
+        progress: ProgressSink | None = None,
+        on_counts: Callable[[RunCounts], None] | None = None,
+        batch_size: int = 32,
+    ) -> RunReport:
+        """Bring the index in line with the source. Never raises for one bad document."""
+        progress = progress or SilentProgress()
+        started = time.monotonic()
+        self.catalog.ensure_source(source, source_type, config or {})
+        previous_run = self.catalog.list_runs(source, limit=1)
+        repair = bool(previous_run) and previous_run[0]["status"] in ("running", "interrupted")
+        run_id = self.catalog.start_run(source, trigger)
+        counts = RunCounts()
+        report = RunReport(run_id, source, "running", counts, 0.0)
+        existing = self.catalog.documents_of_source(source)
+        seen: set[str] = set()
+        metrics.INGEST_RUNNING.inc()
+        try:
+            for batch in connector.load(batch_size=batch_size):
+                prepared = []
+                for doc in batch:
+                    seen.add(doc.external_id)
+                    counts.seen += 1
+                    item = self._prepare(source, doc, existing.get(doc.external_id), force,
+                                         repair, report)
+                    if item is not None:
+                        prepared.append(item)
+                self._write_batch(source, prepared, counts, report, progress)
+                progress.documents(len(batch))
+                self.catalog.update_run(run_id, counts)
+                if on_counts:
+                    on_counts(counts)
+            # Only a complete listing may delete: a source that failed half-way raised above.
+            for external_id, record in existing.items():
+                if external_id not in seen:
+                    self.delete_document(record)
+                    counts.deleted += 1
+                    metrics.INGEST_DOCUMENTS.labels(source, "deleted").inc()
+            report.status = "partial" if counts.failed else "succeeded"
+        except SourceError as e:
+            report.status, report.message = "failed", str(e)
+            log.error("ingest of %s failed: %s", source, e)
+        except CitewiseError as e:
+            report.status, report.message = "failed", str(e)
+            log.exception("ingest of %s failed", source)
+        except BaseException as e:  # KeyboardInterrupt, crash: record, then let it propagate
+            report.status = "interrupted"
+            report.message = f"{type(e).__name__}: {e}"
+            self._finish(report, started)
+            raise
+        finally:
+            metrics.INGEST_RUNNING.dec()
+            progress.close()
+        self._finish(report, started)
+        return report
+
+    def _finish(self, report: RunReport, started: float) -> None:
+        report.seconds = time.monotonic() - started
+        self.catalog.finish_run(report.run_id, report.counts, report.status, report.message)
+        metrics.INGEST_RUNS.labels(report.source, report.status).inc()
+        log.info("ingest %s", report.summary())
+
+    # Per document --------------------------------------------------------------------------
+    def _fail(self, source: str, report: RunReport, external_id: str, error: str) -> None:
+        report.counts.failed += 1
+        report.errors.append((external_id, error))
+        self.catalog.record_error(report.run_id, source, external_id, error)
+        metrics.INGEST_DOCUMENTS.labels(source, "failed").inc()
+        log.warning("%s: %s: %s", source, external_id, error)
+
+    def _prepare(
+        self,
+        source: str,
+        doc: SourceDocument,
+        previous: DocumentRecord | None,
+        force: bool,
+        repair: bool,
+        report: RunReport,
+    ) -> _Prepared | None:
+        if doc.error:
+            self._fail(source, report, doc.external_id, doc.error)
+            return None
+        doc_id = document_id(source, doc.external_id)
+        if (
+            previous is not None
+            and not force
+            and previous.content_hash == doc.content_hash
+            and previous.index_signature == self.signature
+        ):
+            self._refresh_unchanged(doc, previous, repair)
+            report.counts.unchanged += 1
+            metrics.INGEST_DOCUMENTS.labels(source, "unchanged").inc()
+            return None
+        try:
+            elements = parse(doc)
+            chunks = self.chunker.chunk(
+                doc_id, doc.title, elements, document_text(doc), doc.body_line_offset
+            )
+        except DocumentError as e:
+            self._fail(source, report, doc.external_id, e.message)
+            return None
+        except Exception as e:  # a bug or a library failure on odd input: still one document
+            log.exception("unexpected error preparing %s", doc.external_id)
+            self._fail(source, report, doc.external_id, f"{type(e).__name__}: {e}")
+            return None
+        return _Prepared(doc, doc_id, previous, chunks)
+
+    def _refresh_unchanged(
+        self, doc: SourceDocument, previous: DocumentRecord, repair: bool
+    ) -> None:
+        if sorted(doc.readers) != sorted(previous.readers):
+            # Index first: a reader removed here must lose access before the catalog says so.
+            self.index.set_payload(previous.id, {"readers": doc.readers})
+            self.catalog.update_document_fields(previous.id, readers=doc.readers)
+        if repair:
+            self.index.delete_document(previous.id, keep_version=previous.version)
+
+    def _write_batch(
+        self,
+        source: str,
+        prepared: list[_Prepared],
+        counts: RunCounts,
+        report: RunReport,
+        progress: ProgressSink,
+    ) -> None:
+        if not prepared:
+            return
+        texts = [
+            embedding_text(p.doc.title, c.heading, c.text) for p in prepared for c in p.chunks
+        ]
+        before = self.dense.embedded_count
+
+        def on_progress(n: int) -> None:
+            progress.chunks_embedded(n)
+
+        vectors = self.dense.embed_documents(texts, on_progress=on_progress)
+        embedded = self.dense.embedded_count - before
+        counts.chunks_embedded += embedded
+        metrics.INGEST_CHUNKS_EMBEDDED.inc(embedded)
+        offset = 0
+        for p in prepared:
+            n = len(p.chunks)
+            try:
+                self._write_document(source, p, texts[offset : offset + n],
+                                     vectors[offset : offset + n])
+            except CitewiseError as e:
+                # A backend error on one document: keep its old version, go on with the rest.
+                self._fail(source, report, p.doc.external_id, str(e))
+                offset += n
+                continue
+            offset += n
+            counts.chunks_written += n
+            outcome = "updated" if p.previous else "added"
+            setattr(counts, outcome, getattr(counts, outcome) + 1)
+            metrics.INGEST_DOCUMENTS.labels(source, outcome).inc()
+
+    def _write_document(self, source: str, p: _Prepared, texts: list[str], vectors) -> None:
+        doc = p.doc
+        version = hashlib.sha256(f"{doc.content_hash}|{self.signature}".encode()).hexdigest()[:16]
+        blob_key = self.blobs.put(doc.content)
+        service = doc.metadata.get("service")
+        service = str(service) if service else None
+        ids = [chunk_point_id(p.doc_id, version, c.ordinal) for c in p.chunks]
+        base = {
+            "document_id": p.doc_id,
+            "version": version,
+            "source": source,
+            "title": doc.title,
+            "path": doc.path,
+            "url": doc.url,
+            "readers": doc.readers,
+            "tags": doc.tags,
+            "service": service,
+            "path_prefixes": path_prefixes(doc.path),
+        }
+        points = [
+            ChunkPoint(
+                id=pid,
+                dense=vec.tolist(),
+                sparse=self.sparse.embed_document(text),
+                payload={
+                    **base,
+                    "ordinal": c.ordinal,
+                    "heading": c.heading,
+                    "anchor": c.anchor,
+                    "text": c.text,
+                    "start_line": c.start_line,
+                    "end_line": c.end_line,
+                },
+            )
+            for pid, c, text, vec in zip(ids, p.chunks, texts, vectors, strict=True)
+        ]
+        for i in range(0, len(points), 256):
+            self.index.upsert(points[i : i + 256])
+        record = DocumentRecord(
+            id=p.doc_id,
+            source=source,
+            external_id=doc.external_id,
+            title=doc.title,
+            media_type=doc.media_type,
+            content_hash=doc.content_hash,
+            version=version,
+            index_signature=self.signature,
+            readers=doc.readers,
+            blob_key=blob_key,
+            indexed_at=now(),
+            path=doc.path,
+            url=doc.url,
+            tags=doc.tags,
+            service=service,
+            metadata=doc.metadata,
+            chunk_count=len(p.chunks),
+            size_bytes=len(doc.content),
+            updated_at=doc.updated_at.astimezone(UTC).isoformat() if doc.updated_at else None,
+        )
+        self.catalog.save_document(record, p.chunks, ids)
+        self.index.delete_document(p.doc_id, keep_version=version)
+        if p.previous and p.previous.blob_key != blob_key:
+            self._release_blob(p.previous.blob_key)
+
+    def delete_document(self, record: DocumentRecord) -> None:
+        # Points first: if we crash after this, the catalog still lists the document and the
+        # next run deletes it again; the reverse order could strand invisible points.
+        self.index.delete_document(record.id)
+        self.catalog.delete_document(record.id)
+        self._release_blob(record.blob_key)
+
+    def _release_blob(self, key: str) -> None:
+        if not self.catalog.blob_in_use(key):
+            self.blobs.delete(key)
+
+
+def path_prefixes(path: str | None) -> list[str]:
+    """``a/b/c.md`` -> ``["a", "a/b", "a/b/c.md"]``: lets a keyword index answer prefix filters."""
+    if not path:
+        return []
+    parts = path.strip("/").split("/")
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]

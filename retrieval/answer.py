@@ -1,0 +1,225 @@
+"""Cited answers. Extractive by default (no LLM needed); an OpenAI-compatible LLM when configured.
+
+The extractive answer quotes the passages' own sentences, list items and command lines that are
+closest to the question, each followed by ``[n]`` pointing at its citation. It abstains when
+the best passage is not close enough to the question: saying "I found nothing" beats a
+confident quote from the wrong runbook.
+
+Evidence is measured with the dense model's cosine similarity between the question and each
+retrieved chunk (the chunk vectors come from the embedding cache, so this costs one lookup).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from citewise import metrics
+from citewise.index.embedder import DenseEncoder, embedding_text
+from citewise.index.sparse import Bm25Encoder
+from citewise.retrieval.llm import LLMClient, LLMError
+from citewise.retrieval.search import SearchResult, SearchService
+from citewise.types import Identity, SearchFilters
+
+log = logging.getLogger("citewise.answer")
+
+NO_ANSWER = "I could not find an answer to that in the knowledge base you can read."
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])")
+_COMMAND_HINT = re.compile(r"^(\$ |kubectl |psql |redis-cli |curl |aws |terraform |helm |git |"
+                           r"systemctl |sudo |shipit |SELECT |select |docker |make )")
+
+
+@dataclass
+class Citation:
+    n: int
+    document_id: str
+    title: str
+    heading: str
+    quote: str
+    source: str
+    path: str | None = None
+    url: str | None = None
+    start_line: int | None = None
+    end_line: int | None = None
+    score: float = 0.0
+
+
+@dataclass
+class Answer:
+    answer: str
+    citations: list[Citation] = field(default_factory=list)
+    abstained: bool = False
+    mode: str = "extractive"
+    evidence: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {
+            "answer": self.answer,
+            "citations": [asdict(c) for c in self.citations],
+            "abstained": self.abstained,
+            "mode": self.mode,
+            "evidence": round(self.evidence, 4),
+        }
+
+
+@dataclass
+class _Unit:
+    text: str
+    result_rank: int
+    position: int
+    is_code: bool
+    score: float = 0.0
+
+
+class AnswerService:
+    def __init__(
+        self,
+        *,
+        search: SearchService,
+        dense: DenseEncoder,
+        sparse: Bm25Encoder,
+        min_score: float = 0.35,
+        llm: LLMClient | None = None,
+        passages: int = 5,
+        max_units: int = 4,
+    ) -> None:
+        self.search = search
+        self.dense = dense
+        self.sparse = sparse
+        self.min_score = min_score
+        self.llm = llm
+        self.passages = passages
+        self.max_units = max_units
+
+    def answer(
+        self, question: str, identity: Identity, filters: SearchFilters | None = None
+    ) -> Answer:
+        results = self.search.search(question, identity, top_k=self.passages, filters=filters)
+        query_vec = np.asarray(self.search.query_vector(question), dtype=np.float32)
+        if not results:
+            return self._abstain(0.0)
+        chunk_vecs = self.dense.embed_documents(
+            [embedding_text(r.title, r.heading, r.text) for r in results]
+        )
+        relevance = chunk_vecs @ query_vec
+        evidence = float(relevance.max())
+        if evidence < self.min_score:
+            return self._abstain(evidence)
+        # Keep passages reasonably close to the best one; far weaker ones only add noise.
+        keep = [r for r, s in zip(results, relevance, strict=True) if s >= evidence - 0.2]
+        if self.llm is not None:
+            try:
+                answer = self._llm_answer(question, keep)
+                answer.evidence = evidence
+                metrics.ANSWERS.labels("llm", str(answer.abstained).lower()).inc()
+                return answer
+            except LLMError as e:
+                log.warning("LLM answer failed, falling back to extractive: %s", e)
+        answer = self._extractive(question, query_vec, keep)
+        answer.evidence = evidence
+        metrics.ANSWERS.labels("extractive", str(answer.abstained).lower()).inc()
+        return answer
+
+    def _abstain(self, evidence: float) -> Answer:
+        metrics.ANSWERS.labels("extractive", "true").inc()
+        return Answer(answer=NO_ANSWER, abstained=True, evidence=evidence)
+
+    # Extractive ----------------------------------------------------------------------------
+    def _extractive(self, question: str, query_vec: np.ndarray, results: list[SearchResult]):
+        units = [u for rank, r in enumerate(results) for u in _units(r.text, rank)]
+        if not units:
+            return Answer(answer=NO_ANSWER, abstained=True)
+        vecs = self.dense.embed_documents([u.text for u in units])
+        q_terms = set(self.sparse.terms(question))
+        for u, v in zip(units, vecs, strict=True):
+            overlap = len(q_terms & set(self.sparse.terms(u.text))) / max(1, len(q_terms))
+            # Similarity first, shared words second, and a nudge towards better-ranked passages.
+            u.score = float(v @ query_vec) + 0.15 * overlap - 0.02 * u.result_rank
+            if len(u.text) < 25 and not u.is_code:
+                u.score -= 0.1  # fragments ("Steps:", "Note") read badly on their own
+        best = sorted(units, key=lambda u: u.score, reverse=True)
+        chosen: list[_Unit] = []
+        for u in best:
+            if len(chosen) >= self.max_units or u.score < best[0].score - 0.25:
+                break
+            chosen.append(u)
+            # A line that introduces a command ("Check the lag:") brings its command along.
+            if u.text.rstrip().endswith(":"):
+                nxt = next(
+                    (x for x in units
+                     if x.result_rank == u.result_rank and x.position == u.position + 1),
+                    None,
+                )
+                if nxt is not None and nxt not in chosen:
+                    chosen.append(nxt)
+        chosen.sort(key=lambda u: (u.result_rank, u.position))
+        citations: dict[int, Citation] = {}
+        sentences = []
+        for u in chosen:
+            r = results[u.result_rank]
+            if u.result_rank not in citations:
+                citations[u.result_rank] = _citation(len(citations) + 1, r, [])
+            c = citations[u.result_rank]
+            c.quote = f"{c.quote}\n{u.text}".strip()
+            text = f"`{u.text}`" if u.is_code else u.text.lstrip("- ").strip()
+            if not u.is_code and text[-1:] not in ".!?:":
+                text += "."
+            sentences.append(f"{text} [{c.n}]")
+        return Answer(answer=" ".join(sentences), citations=list(citations.values()))
+
+    # LLM -----------------------------------------------------------------------------------
+    def _llm_answer(self, question: str, results: list[SearchResult]) -> Answer:
+        assert self.llm is not None
+        text = self.llm.answer(question, [(r.title, r.heading, r.text) for r in results])
+        if text.strip().upper().startswith("NO_ANSWER"):
+            return Answer(answer=NO_ANSWER, abstained=True, mode="llm")
+        used = sorted({int(n) for n in re.findall(r"\[(\d+)\]", text)})
+        valid = [n for n in used if 1 <= n <= len(results)]
+        if not valid:
+            raise LLMError("the model's answer cites none of the passages")
+        # Drop markers that point nowhere, and renumber the rest densely.
+        renumber = {old: new for new, old in enumerate(valid, start=1)}
+        text = re.sub(
+            r"\[(\d+)\]",
+            lambda m: f"[{renumber[int(m.group(1))]}]" if int(m.group(1)) in renumber else "",
+            text,
+        )
+        citations = [
+            _citation(renumber[n], results[n - 1], [results[n - 1].text]) for n in valid
+        ]
+        return Answer(answer=text.strip(), citations=citations, mode="llm")
+
+
+def _citation(n: int, r: SearchResult, quote: list[str]) -> Citation:
+    return Citation(
+        n=n,
+        document_id=r.document_id,
+        title=r.title,
+        heading=r.heading,
+        quote="\n".join(quote),
+        source=r.source,
+        path=r.path,
+        url=r.url,
+        start_line=r.start_line,
+        end_line=r.end_line,
+        score=r.score,
+    )
+
+
+def _units(text: str, rank: int) -> list[_Unit]:
+    """Quotable pieces of a chunk: sentences of prose, whole list items and command lines."""
+    units: list[_Unit] = []
+    for line in text.split("\n"):
+        line = line.strip()
+        if not line:
+            continue
+        is_code = bool(_COMMAND_HINT.match(line)) or line.startswith(("$", "#!"))
+        pieces = [line] if is_code or line.startswith("- ") else _SENTENCE.split(line)
+        for piece in pieces:
+            piece = piece.strip()
+            if len(piece) >= 3:
+                units.append(_Unit(piece, rank, len(units), is_code))
+    return units

@@ -1,0 +1,158 @@
+"""Hybrid search with permissions and filters applied inside the index query.
+
+Dense (all-MiniLM-L6-v2) and BM25 candidates are fused by reciprocal rank fusion in the Qdrant
+query itself. The caller's principals (public, user:<id>, group:<name>...) go into that query's
+filter, in every prefetch, so a chunk the caller may not read is never a candidate at all.
+
+After the query, hits whose document version is not the catalog's live version are dropped:
+that is what makes re-ingesting a document atomic for readers (see ``ingest.pipeline``). It is
+a consistency check, not a permission check: permissions never depend on it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
+from threading import Lock
+
+from citewise import metrics
+from citewise.errors import InvalidRequestError
+from citewise.index.catalog import Catalog
+from citewise.index.embedder import DenseEncoder
+from citewise.index.sparse import Bm25Encoder
+from citewise.index.vectors import IndexFilter, SearchMode, VectorIndex
+from citewise.types import Identity, SearchFilters
+
+MAX_TOP_K = 100
+MAX_QUERY_CHARS = 2000
+
+
+@dataclass
+class SearchResult:
+    chunk_id: str
+    document_id: str
+    source: str
+    title: str
+    heading: str
+    text: str
+    score: float
+    path: str | None = None
+    url: str | None = None
+    anchor: str | None = None
+    start_line: int | None = None
+    end_line: int | None = None
+    service: str | None = None
+    tags: list[str] | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class SearchService:
+    def __init__(
+        self,
+        *,
+        catalog: Catalog,
+        index: VectorIndex,
+        dense: DenseEncoder,
+        sparse: Bm25Encoder,
+        prefetch: int = 50,
+    ) -> None:
+        self.catalog = catalog
+        self.index = index
+        self.dense = dense
+        self.sparse = sparse
+        self.prefetch = prefetch
+        self._query_vectors: OrderedDict[str, list[float]] = OrderedDict()
+        self._cache_lock = Lock()
+
+    def query_vector(self, query: str) -> list[float]:
+        """Query embeddings, with a small LRU: dashboards and bots repeat their questions."""
+        with self._cache_lock:
+            if query in self._query_vectors:
+                self._query_vectors.move_to_end(query)
+                return self._query_vectors[query]
+        vec = self.dense.embed_query(query)
+        with self._cache_lock:
+            self._query_vectors[query] = vec
+            while len(self._query_vectors) > 1024:
+                self._query_vectors.popitem(last=False)
+        return vec
+
+    def search(
+        self,
+        query: str,
+        identity: Identity,
+        *,
+        top_k: int = 10,
+        filters: SearchFilters | None = None,
+        mode: SearchMode = "hybrid",
+    ) -> list[SearchResult]:
+        query = (query or "").strip()
+        if not query:
+            raise InvalidRequestError("the query is empty", hint="ask something, e.g. q=disk full")
+        if len(query) > MAX_QUERY_CHARS:
+            raise InvalidRequestError(
+                f"the query is {len(query)} characters long; the limit is {MAX_QUERY_CHARS}"
+            )
+        if not 1 <= top_k <= MAX_TOP_K:
+            raise InvalidRequestError(f"top_k must be between 1 and {MAX_TOP_K}, not {top_k}")
+        if mode not in ("hybrid", "dense", "sparse"):
+            raise InvalidRequestError(f"mode must be hybrid, dense or sparse, not {mode!r}")
+        started = time.perf_counter()
+        filters = filters or SearchFilters()
+        index_filter = IndexFilter(
+            readers=identity.principals(),
+            sources=list(filters.sources),
+            path_prefix=(filters.path_prefix or "").strip("/") or None,
+            tags=[t.lower() for t in filters.tags],
+            services=list(filters.services),
+            document_ids=list(filters.document_ids),
+        )
+        dense = self.query_vector(query) if mode != "sparse" else None
+        sparse = self.sparse.embed_query(query) if mode != "dense" else None
+        # Ask for a few more than top_k: stale versions of a document being re-ingested
+        # right now are dropped below.
+        hits = self.index.search(
+            dense=dense,
+            sparse=sparse,
+            filter=index_filter,
+            limit=top_k + 10,
+            mode=mode,
+            prefetch_limit=max(self.prefetch, top_k + 10),
+        )
+        live = self.catalog.current_versions(h.payload["document_id"] for h in hits)
+        results: list[SearchResult] = []
+        for h in hits:
+            p = h.payload
+            if live.get(p["document_id"]) != p.get("version"):
+                continue
+            results.append(
+                SearchResult(
+                    chunk_id=h.id,
+                    document_id=p["document_id"],
+                    source=p["source"],
+                    title=p.get("title") or "",
+                    heading=p.get("heading") or "",
+                    text=p.get("text") or "",
+                    score=round(float(h.score), 6),
+                    path=p.get("path"),
+                    url=_deep_link(p.get("url"), p.get("anchor")),
+                    anchor=p.get("anchor"),
+                    start_line=p.get("start_line"),
+                    end_line=p.get("end_line"),
+                    service=p.get("service"),
+                    tags=p.get("tags") or [],
+                )
+            )
+            if len(results) == top_k:
+                break
+        metrics.SEARCH_LATENCY.observe(time.perf_counter() - started)
+        return results
+
+
+def _deep_link(url: str | None, anchor: str | None) -> str | None:
+    if not url:
+        return None
+    return f"{url}#{anchor}" if anchor and "#" not in url else url

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from citewise.errors import ConfigError
+from citewise.index.catalog import SCHEMA_VERSION, Catalog, chunk_point_id, document_id
+
+
+def test_fresh_catalog_is_at_the_latest_schema(tmp_path):
+    catalog = Catalog(tmp_path / "c.db")
+    assert catalog.schema_version() == SCHEMA_VERSION
+    assert {"sources", "documents", "chunks", "ingest_runs", "ingest_errors"} <= set(
+        catalog.db.table_names()
+    )
+
+
+def test_reopening_does_not_migrate_twice(tmp_path):
+    Catalog(tmp_path / "c.db").ensure_source("a", "folder", {"path": "/x"})
+    again = Catalog(tmp_path / "c.db")
+    assert again.get_source("a")["config"] == {"path": "/x"}
+
+
+def test_a_newer_schema_is_refused(tmp_path):
+    conn = sqlite3.connect(tmp_path / "c.db")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
+    conn.close()
+    with pytest.raises(ConfigError, match="newer"):
+        Catalog(tmp_path / "c.db")
+
+
+def test_ids_are_deterministic():
+    assert document_id("wiki", "a.md") == document_id("wiki", "a.md")
+    assert document_id("wiki", "a.md") != document_id("docs", "a.md")
+    assert chunk_point_id("d", "v1", 0) == chunk_point_id("d", "v1", 0)
+    assert chunk_point_id("d", "v1", 0) != chunk_point_id("d", "v2", 0)
+
+
+def test_interrupted_runs_are_marked_on_next_start(tmp_path):
+    catalog = Catalog(tmp_path / "c.db")
+    catalog.ensure_source("a", "folder", {})
+    first = catalog.start_run("a", "cli")
+    catalog.start_run("a", "cli")
+    assert catalog.get_run(first)["status"] == "interrupted"

@@ -1,0 +1,465 @@
+"""One contract, two backends: the embedded engine and qdrant-client (local mode for a server).
+
+Vectors are synthetic and deterministic (seeded, dimension 8), sparse vectors are hand-made term
+lists: no embedding model is involved, so a failure here is the index's, not the model's.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from qdrant_client import QdrantClient
+
+from citewise.errors import BackendError, ConfigError, IndexLockedError
+from citewise.index.qdrant_edge_index import EdgeVectorIndex
+from citewise.index.qdrant_server_index import ServerVectorIndex
+from citewise.index.vectors import ChunkPoint, IndexFilter, SparseVector, VectorIndex
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning"),
+    # qdrant-client checks the server version in a background thread, so the warning about the
+    # unreachable server can surface during a later test.
+    pytest.mark.filterwarnings("ignore:Failed to obtain server version:UserWarning"),
+]
+
+DIM = 8
+MODES = ("dense", "sparse", "hybrid")
+EVERYONE = ["public", "group:sre"]
+BOB = ["public", "user:bob"]
+
+# Sparse term ids: COMMON is in every chunk (so a sparse query reaches them all), the others are
+# rare and pick out one document each.
+COMMON, RARE_DB, RARE_SECRET = 1, 42, 99
+
+OpenIndex = Callable[..., VectorIndex]
+
+
+@pytest.fixture(params=["edge", "server"])
+def open_index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenIndex]:
+    """Opens the backend on the same storage each call, so tests can close and reopen it."""
+    opened: list[VectorIndex] = []
+
+    def open_(dim: int = DIM) -> VectorIndex:
+        if request.param == "edge":
+            index: VectorIndex = EdgeVectorIndex(tmp_path / "edge", dim)
+        else:
+            client = QdrantClient(path=str(tmp_path / "qdrant"))
+            try:
+                index = ServerVectorIndex(client, "chunks", dim)
+            except Exception:
+                client.close()  # local mode holds a folder lock too
+                raise
+        opened.append(index)
+        return index
+
+    yield open_
+    for index in opened:
+        index.close()
+
+
+@pytest.fixture
+def vector_index(open_index: OpenIndex) -> VectorIndex:
+    return open_index()
+
+
+# -- synthetic corpus --------------------------------------------------------------------------
+
+
+def unit(vector: np.ndarray) -> list[float]:
+    return (vector / np.linalg.norm(vector)).astype(float).tolist()
+
+
+BASIS = np.random.default_rng(20240611).normal(size=(16, DIM))
+
+
+def near(i: int, noise: float = 0.05, seed: int = 0) -> list[float]:
+    """A vector close to basis vector ``i`` (distinct basis vectors are far apart)."""
+    jitter = np.random.default_rng(seed).normal(scale=noise, size=DIM)
+    return unit(BASIS[i] + jitter)
+
+
+def prefixes(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[: n + 1]) for n in range(len(parts))]
+
+
+def chunk(
+    document_id: str,
+    n: int,
+    *,
+    dense: list[float],
+    terms: list[int],
+    version: str = "v1",
+    readers: tuple[str, ...] = ("public",),
+    source: str = "wiki",
+    path: str = "eng/notes.md",
+    tags: tuple[str, ...] = (),
+    service: str = "none",
+) -> ChunkPoint:
+    return ChunkPoint(
+        id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{document_id}@{version}#{n}")),
+        dense=dense,
+        sparse=SparseVector(indices=terms, values=[1.0] * len(terms)),
+        payload={
+            "document_id": document_id,
+            "version": version,
+            "readers": list(readers),
+            "source": source,
+            "path_prefixes": prefixes(path),
+            "tags": list(tags),
+            "service": service,
+            "text": f"{document_id} chunk {n}",
+        },
+    )
+
+
+def corpus() -> list[ChunkPoint]:
+    """Four documents, two chunks each; basis vector i belongs to document i."""
+    docs = [
+        ("runbook-db", dict(path="eng/runbooks/db.md", tags=("db", "oncall"), service="postgres")),
+        ("runbook-cache", dict(path="eng/runbooks/cache.md", tags=("oncall",), service="redis")),
+        ("design-api", dict(source="git", path="eng/design/api.md", tags=("design",))),
+        ("sre-secrets", dict(path="ops/secrets.md", tags=("oncall",), readers=("group:sre",))),
+    ]
+    rare = {"runbook-db": [RARE_DB], "sre-secrets": [RARE_SECRET]}
+    return [
+        chunk(
+            doc,
+            n,
+            dense=near(i, seed=10 * i + n),
+            terms=[COMMON, 10 + i, *rare.get(doc, [])],
+            **fields,
+        )
+        for i, (doc, fields) in enumerate(docs)
+        for n in range(2)
+    ]
+
+
+def ids_of(points: list[ChunkPoint], document_id: str) -> set[str]:
+    return {p.id for p in points if p.payload["document_id"] == document_id}
+
+
+def docs_of(hits) -> set[str]:
+    return {h.payload["document_id"] for h in hits}
+
+
+def search(index: VectorIndex, mode: str, flt: IndexFilter, *, dense=None, sparse=None, limit=100):
+    return index.search(
+        dense=dense if dense is not None else near(0, noise=0.5, seed=123),
+        sparse=sparse or SparseVector([COMMON], [1.0]),
+        filter=flt,
+        limit=limit,
+        mode=mode,
+        prefetch_limit=100,
+    )
+
+
+@pytest.fixture
+def loaded(vector_index: VectorIndex) -> tuple[VectorIndex, list[ChunkPoint]]:
+    points = corpus()
+    vector_index.upsert(points)
+    return vector_index, points
+
+
+# -- writes ------------------------------------------------------------------------------------
+
+
+def test_upsert_and_count(loaded):
+    index, points = loaded
+    assert index.count() == len(points)
+    assert index.count(IndexFilter(document_ids=["runbook-db"])) == 2
+
+
+def test_reupsert_overwrites_instead_of_duplicating(loaded):
+    index, points = loaded
+    points[0].payload["text"] = "edited"
+    index.upsert(points)
+    assert index.count() == len(points)
+    hits = index.search(
+        dense=points[0].dense,
+        sparse=None,
+        filter=IndexFilter(readers=EVERYONE),
+        limit=1,
+        mode="dense",
+    )
+    assert hits[0].id == points[0].id
+    assert hits[0].payload["text"] == "edited"
+
+
+def test_delete_document_removes_all_its_points(loaded):
+    index, points = loaded
+    index.delete_document("runbook-db")
+    assert index.count(IndexFilter(document_ids=["runbook-db"])) == 0
+    assert index.count() == len(points) - 2
+
+
+def test_delete_document_keep_version_keeps_only_that_version(loaded):
+    index, points = loaded
+    v2 = [
+        chunk("runbook-db", n, dense=near(0, seed=n), terms=[COMMON], version="v2") for n in (0, 1)
+    ]
+    index.upsert(v2)
+    assert index.count(IndexFilter(document_ids=["runbook-db"])) == 4
+
+    index.delete_document("runbook-db", keep_version="v2")
+
+    assert set(index.point_ids(IndexFilter(document_ids=["runbook-db"]))) == {p.id for p in v2}
+    assert index.count() == len(points)  # v1's two chunks gone, v2's two in, others untouched
+
+
+def test_set_payload_changes_readers_and_the_filter_follows(loaded):
+    index, points = loaded
+    bob = IndexFilter(readers=BOB)
+    assert "runbook-db" in docs_of(search(index, "dense", bob))
+
+    index.set_payload("runbook-db", {"readers": ["group:sre"]})
+
+    for mode in MODES:
+        assert "runbook-db" not in docs_of(search(index, mode, bob))
+        assert "runbook-db" in docs_of(search(index, mode, IndexFilter(readers=EVERYONE)))
+    # Only the given keys change.
+    hit = search(index, "dense", IndexFilter(readers=EVERYONE, document_ids=["runbook-db"]))[0]
+    assert hit.payload["service"] == "postgres"
+
+
+def test_point_ids_scrolls_past_one_page(vector_index):
+    # Enough points for several upsert batches and scroll pages on both backends.
+    points = [
+        chunk(f"bulk-{n // 10}", n, dense=near(n % 16, seed=n), terms=[COMMON]) for n in range(600)
+    ]
+    vector_index.upsert(points)
+    ids = vector_index.point_ids(IndexFilter())
+    assert len(ids) == 600
+    assert set(ids) == {p.id for p in points}
+    assert set(vector_index.point_ids(IndexFilter(document_ids=["bulk-3"]))) == {
+        p.id for p in points[30:40]
+    }
+
+
+# -- search ------------------------------------------------------------------------------------
+
+
+def test_dense_search_returns_the_nearest_first(loaded):
+    index, points = loaded
+    target = points[5]  # design-api, chunk 1
+    hits = index.search(
+        dense=target.dense,
+        sparse=None,
+        filter=IndexFilter(readers=EVERYONE),
+        limit=3,
+        mode="dense",
+    )
+    assert hits[0].id == target.id
+    assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+    assert hits[1].payload["document_id"] == "design-api"  # its sibling beats other documents
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_sparse_search_ranks_the_document_sharing_rare_terms_first(loaded):
+    index, points = loaded
+    hits = index.search(
+        dense=None,
+        sparse=SparseVector([COMMON, RARE_DB], [1.0, 1.0]),
+        filter=IndexFilter(readers=EVERYONE),
+        limit=10,
+        mode="sparse",
+    )
+    assert {h.id for h in hits[:2]} == ids_of(points, "runbook-db")
+    assert len(hits) == len(points)  # the common term reaches every chunk
+
+
+def test_hybrid_fuses_dense_and_sparse_results(loaded):
+    index, points = loaded
+    # Dense points at design-api, sparse at runbook-db: the fusion must carry both.
+    hits = index.search(
+        dense=near(2, noise=0.01),
+        sparse=SparseVector([RARE_DB], [1.0]),
+        filter=IndexFilter(readers=EVERYONE),
+        limit=4,
+        mode="hybrid",
+    )
+    assert {"design-api", "runbook-db"} <= docs_of(hits[:3])
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_empty_sparse_vector_does_not_crash(loaded):
+    index, points = loaded
+    empty = SparseVector([], [])
+    flt = IndexFilter(readers=EVERYONE)
+    hybrid = index.search(dense=near(1), sparse=empty, filter=flt, limit=3, mode="hybrid")
+    assert hybrid[0].payload["document_id"] == "runbook-cache"
+    assert index.search(dense=None, sparse=empty, filter=flt, limit=3, mode="sparse") == []
+    assert index.search(dense=None, sparse=empty, filter=flt, limit=3, mode="hybrid") == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_readers_filter_hides_points_even_when_they_match_best(loaded, mode):
+    index, points = loaded
+    secret = ids_of(points, "sre-secrets")
+    best = dict(
+        dense=near(3, noise=0.0, seed=30), sparse=SparseVector([COMMON, RARE_SECRET], [1.0, 5.0])
+    )
+
+    hidden = search(index, mode, IndexFilter(readers=BOB), limit=1000, **best)
+    assert hidden  # the rest of the corpus is still there
+    assert not secret & {h.id for h in hidden}
+
+    shown = search(index, mode, IndexFilter(readers=EVERYONE), limit=1000, **best)
+    assert shown[0].id in secret
+
+    assert search(index, mode, IndexFilter(readers=[]), **best) == []
+
+
+@pytest.mark.parametrize(
+    ("flt", "expected"),
+    [
+        (IndexFilter(sources=["git"]), {"design-api"}),
+        (IndexFilter(path_prefix="eng/runbooks"), {"runbook-db", "runbook-cache"}),
+        (IndexFilter(path_prefix="eng/runbooks/db.md"), {"runbook-db"}),
+        (IndexFilter(path_prefix="eng/run"), set()),  # folder boundaries, not string prefixes
+        (IndexFilter(tags=["db", "design"]), {"runbook-db", "design-api"}),
+        (IndexFilter(services=["redis"]), {"runbook-cache"}),
+        (IndexFilter(document_ids=["design-api", "sre-secrets"]), {"design-api", "sre-secrets"}),
+        (
+            IndexFilter(sources=["wiki"], tags=["oncall"]),
+            {"runbook-db", "runbook-cache", "sre-secrets"},
+        ),
+        (IndexFilter(readers=["public"], tags=["oncall"]), {"runbook-db", "runbook-cache"}),
+    ],
+    ids=[
+        "source",
+        "folder",
+        "file",
+        "partial-name",
+        "tags",
+        "service",
+        "document_ids",
+        "source+tags",
+        "readers+tags",
+    ],
+)
+def test_filters(loaded, flt, expected):
+    index, points = loaded
+    expected_ids = set().union(*(ids_of(points, d) for d in expected))
+    assert index.count(flt) == len(expected_ids)
+    assert set(index.point_ids(flt)) == expected_ids
+    readable = flt if flt.readers is not None else replace(flt, readers=EVERYONE)
+    for mode in MODES:
+        assert docs_of(search(index, mode, readable)) == expected, mode
+
+
+# -- lifecycle ---------------------------------------------------------------------------------
+
+
+def test_points_survive_close_and_reopen(open_index):
+    index = open_index()
+    points = corpus()
+    index.upsert(points)
+    index.delete_document("design-api")
+    index.close()
+
+    reopened = open_index()
+    assert reopened.count() == len(points) - 2
+    hits = reopened.search(
+        dense=near(0, noise=0.0, seed=0),
+        sparse=SparseVector([RARE_DB], [1.0]),
+        filter=IndexFilter(readers=EVERYONE),
+        limit=2,
+    )
+    assert docs_of(hits) == {"runbook-db"}
+
+
+def test_reopening_with_another_dimension_is_a_config_error(open_index):
+    open_index().close()
+    with pytest.raises(ConfigError):
+        open_index(dim=DIM * 2)
+
+
+def test_edge_second_opener_is_refused_until_the_first_closes(tmp_path):
+    first = EdgeVectorIndex(tmp_path, DIM)
+    first.upsert(corpus())
+    try:
+        with pytest.raises(IndexLockedError) as raised:
+            EdgeVectorIndex(tmp_path, DIM)
+        assert "citewise serve" in raised.value.message
+        assert str(tmp_path) in raised.value.message
+        assert "CITEWISE_QDRANT_URL" in (raised.value.hint or "")
+    finally:
+        first.close()
+
+    second = EdgeVectorIndex(tmp_path, DIM)
+    try:
+        assert second.count() == len(corpus())
+    finally:
+        second.close()
+
+
+CRASHING_WRITER = """
+import os, signal, sys
+from pathlib import Path
+from citewise.index.qdrant_edge_index import EdgeVectorIndex
+from citewise.index.vectors import ChunkPoint, SparseVector
+
+index = EdgeVectorIndex(Path(sys.argv[1]), 8)
+point = ChunkPoint(id=sys.argv[2], dense=[1.0] * 8, sparse=SparseVector([1], [1.0]), payload={})
+index.upsert([point])
+os.kill(os.getpid(), signal.SIGKILL)  # no close(), no interpreter shutdown
+"""
+
+
+def test_edge_upserts_survive_a_killed_process(tmp_path):
+    point_id = str(uuid.uuid4())
+    writer = subprocess.run(
+        [sys.executable, "-c", CRASHING_WRITER, str(tmp_path), point_id],
+        capture_output=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
+    assert writer.returncode == -signal.SIGKILL, writer.stderr.decode()
+
+    index = EdgeVectorIndex(tmp_path, DIM)  # the dead process's flock went with it
+    try:
+        assert index.point_ids(IndexFilter()) == [point_id]
+    finally:
+        index.close()
+
+
+def test_server_unreachable_is_a_backend_error():
+    with pytest.raises(BackendError, match=r"Qdrant at http://127\.0\.0\.1:9 is unreachable"):
+        ServerVectorIndex.from_url("http://127.0.0.1:9", None, "chunks", DIM, timeout=2)
+
+
+def test_edge_is_safe_to_share_between_threads(tmp_path):
+    index = EdgeVectorIndex(tmp_path, DIM)
+    errors: list[BaseException] = []
+
+    def work(worker: int) -> None:
+        try:
+            for n in range(10):
+                point = chunk(f"t{worker}", n, dense=near(n % 16, seed=n), terms=[COMMON, n])
+                index.upsert([point])
+                search(index, "hybrid", IndexFilter(readers=["public"]))
+                index.count(IndexFilter(document_ids=[f"t{worker}"]))
+        except BaseException as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(8)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert index.count() == 8 * 10
+    finally:
+        index.close()

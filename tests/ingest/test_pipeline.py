@@ -1,0 +1,238 @@
+"""The ingestion pipeline end to end: real files, real model, embedded Qdrant, real SQLite."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from citewise.connectors.folder import FolderConfig, FolderConnector
+from citewise.index.catalog import chunk_point_id, document_id
+from citewise.index.vectors import ChunkPoint, IndexFilter
+from citewise.ingest.runner import run_source
+from citewise.settings import SourceConfig
+from citewise.types import Identity
+from tests.conftest import write
+
+
+def ingest(services, folder, name="kb", readers=("public",), force=False):
+    source = SourceConfig(name=name, type="folder", path=str(folder), readers=list(readers))
+    return run_source(services.pipeline, source, trigger="test", force=force)
+
+
+def points_of(services, doc_id) -> list[str]:
+    return services.index.point_ids(IndexFilter(document_ids=[doc_id]))
+
+
+def assert_index_matches_catalog(services):
+    """Every live chunk is in the index exactly once, and nothing else is."""
+    catalog_ids = {
+        row["id"] for row in services.catalog.db.query("SELECT id FROM chunks")
+    }
+    assert set(services.index.point_ids(IndexFilter())) == catalog_ids
+    assert services.index.count() == len(catalog_ids)
+
+
+def test_first_run_indexes_every_document(make_services, kb):
+    services = make_services()
+    report = ingest(services, kb)
+    assert report.status == "succeeded", report.summary()
+    assert report.counts.added == 5
+    assert report.counts.failed == 0
+    assert report.counts.chunks_embedded == report.counts.chunks_written > 5
+    docs = services.catalog.documents_of_source("kb")
+    assert set(docs) == {
+        "runbooks/redis-failover.md",
+        "runbooks/postgres-disk-full.md",
+        "runbooks/secrets/rotate-payment-keys.md",
+        "wiki/onboarding.html",
+        "wiki/holiday-swaps.txt",
+    }
+    redis = docs["runbooks/redis-failover.md"]
+    assert redis.title == "Redis cache failover"
+    assert redis.service == "redis-cache"
+    assert redis.metadata["alerts"] == ["RedisPrimaryDown"]
+    assert docs["runbooks/secrets/rotate-payment-keys.md"].readers == ["group:security"]
+    assert docs["wiki/onboarding.html"].title == "Onboarding for new engineers"
+    # The raw bytes are stored content-addressed and round-trip.
+    raw = (kb / "runbooks/redis-failover.md").read_bytes()
+    assert services.blobs.get(redis.blob_key) == raw
+    headings = {c["heading"] for c in services.catalog.chunks_of(redis.id)}
+    assert {"Diagnosis", "Mitigation"} <= headings
+    assert_index_matches_catalog(services)
+
+
+def test_second_run_embeds_nothing(make_services, kb):
+    services = make_services()
+    ingest(services, kb)
+    points = services.index.count()
+    report = ingest(services, kb)
+    assert report.counts.unchanged == 5
+    assert report.counts.added == report.counts.updated == 0
+    assert report.counts.chunks_embedded == 0
+    assert report.counts.chunks_written == 0
+    assert services.index.count() == points
+
+
+def test_edit_replaces_only_that_documents_chunks(make_services, kb):
+    services = make_services()
+    ingest(services, kb)
+    doc_id = document_id("kb", "runbooks/postgres-disk-full.md")
+    old = services.catalog.get_document(doc_id)
+    old_points = set(points_of(services, doc_id))
+    other_points = set(points_of(services, document_id("kb", "runbooks/redis-failover.md")))
+
+    path = kb / "runbooks/postgres-disk-full.md"
+    path.write_text(path.read_text() + "\n## Escalation\n\nPage the database on-call "
+                    "engineer through the DBA escalation policy if the volume cannot grow.\n")
+    report = ingest(services, kb)
+
+    assert report.counts.updated == 1 and report.counts.unchanged == 4
+    new = services.catalog.get_document(doc_id)
+    assert new.version != old.version
+    # Only the new section is new text: unchanged chunks come from the embedding cache.
+    assert 1 <= report.counts.chunks_embedded <= new.chunk_count
+    new_points = set(points_of(services, doc_id))
+    assert len(new_points) == new.chunk_count
+    assert not new_points & old_points, "old version's points must be gone"
+    assert set(points_of(services, document_id("kb", "runbooks/redis-failover.md"))) == (
+        other_points
+    )
+    assert not services.blobs.exists(old.blob_key), "the replaced blob is released"
+    hits = services.search.search("DBA escalation policy", Identity.anonymous(), top_k=3)
+    assert hits[0].document_id == doc_id and hits[0].heading == "Escalation"
+    assert_index_matches_catalog(services)
+
+
+def test_deleted_file_leaves_catalog_index_and_blob_store(make_services, kb):
+    services = make_services()
+    ingest(services, kb)
+    doc_id = document_id("kb", "wiki/holiday-swaps.txt")
+    blob = services.catalog.get_document(doc_id).blob_key
+    assert points_of(services, doc_id)
+
+    (kb / "wiki/holiday-swaps.txt").unlink()
+    report = ingest(services, kb)
+
+    assert report.counts.deleted == 1
+    assert services.catalog.get_document(doc_id) is None
+    assert points_of(services, doc_id) == []
+    assert not services.blobs.exists(blob)
+    assert_index_matches_catalog(services)
+
+
+def test_bad_files_are_recorded_and_lose_nothing(make_services, kb):
+    services = make_services()
+    ingest(services, kb)
+    # A runbook that was fine becomes broken: its indexed version must stay searchable.
+    write(kb, "runbooks/redis-failover.md", "---\ntitle: [unclosed\n---\n# Broken\n")
+    (kb / "runbooks/binary.md").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0binary")
+    (kb / "wiki/latin1.txt").write_bytes("caf\xe9 menu".encode("latin-1"))
+    report = ingest(services, kb)
+
+    assert report.status == "partial"
+    assert report.counts.failed == 3
+    failed = dict(report.errors)
+    assert "not valid YAML" in failed["runbooks/redis-failover.md"]
+    assert "binary" in failed["runbooks/binary.md"]
+    assert "UTF-8" in failed["wiki/latin1.txt"]
+    run = services.catalog.get_run(report.run_id)
+    assert {e["external_id"] for e in run["errors"]} == set(failed)
+    # The previously indexed redis runbook is still there and still found.
+    hits = services.search.search("Sentinel failover redis", Identity.anonymous(), top_k=3)
+    assert hits and hits[0].path == "runbooks/redis-failover.md"
+    assert report.counts.deleted == 0
+
+
+def test_missing_source_folder_fails_without_deleting(make_services, kb, tmp_path):
+    services = make_services()
+    ingest(services, kb)
+    moved = tmp_path / "moved"
+    shutil.move(kb, moved)
+    report = ingest(services, kb)
+    assert report.status == "failed"
+    assert "does not exist" in report.message
+    assert services.catalog.count_documents("kb") == 5
+    assert report.counts.deleted == 0
+
+
+def test_readers_change_updates_payload_without_reembedding(make_services, kb):
+    services = make_services()
+    ingest(services, kb)
+    anon = Identity.anonymous()
+    assert services.search.search("holiday on-call swap", anon, top_k=3)
+
+    report = ingest(services, kb, readers=["group:sre"])
+    assert report.counts.chunks_embedded == 0
+    assert report.counts.unchanged == 5
+    hits = services.search.search("holiday on-call swap", anon, top_k=10)
+    # Front matter readers (the security runbook) and source readers now restrict everything.
+    assert hits == []
+    sre = Identity(user="ana", groups=("sre",))
+    assert services.search.search("holiday on-call swap", sre, top_k=3)
+
+
+def test_force_reingest_never_duplicates(make_services, kb):
+    services = make_services()
+    ingest(services, kb)
+    before = services.index.count()
+    report = ingest(services, kb, force=True)
+    assert report.counts.updated == 5
+    assert report.counts.chunks_embedded == 0, "the embedding cache serves forced re-ingests"
+    assert services.index.count() == before
+    assert_index_matches_catalog(services)
+
+
+class CrashingConnector(FolderConnector):
+    """A source whose process dies half-way through a run (the second batch never comes)."""
+
+    def load(self, batch_size: int = 32):
+        for i, batch in enumerate(super().load(batch_size=2)):
+            if i == 1:
+                raise KeyboardInterrupt("killed")
+            yield batch
+
+
+def test_crash_mid_run_then_resume(make_services, kb):
+    services = make_services()
+    connector = CrashingConnector(FolderConfig(path=kb))
+    with pytest.raises(KeyboardInterrupt):
+        services.pipeline.run("kb", "folder", connector, config={"path": str(kb)})
+    runs = services.catalog.list_runs("kb")
+    assert runs[0]["status"] == "interrupted"
+    assert services.catalog.count_documents("kb") == 2  # the first batch landed
+
+    report = ingest(services, kb)
+    assert report.status == "succeeded"
+    assert report.counts.added == 3 and report.counts.unchanged == 2
+    assert_index_matches_catalog(services)
+
+
+def test_readers_never_see_a_half_swapped_document(make_services, kb):
+    """Simulate a crash between writing a new version's points and flipping the catalog."""
+    services = make_services()
+    ingest(services, kb)
+    doc_id = document_id("kb", "runbooks/redis-failover.md")
+    live = services.catalog.get_document(doc_id)
+    text = "Completely new guidance: restart the entire datacenter for Redis issues."
+    vec = services.dense.embed_documents([text])[0].tolist()
+    stray = ChunkPoint(
+        id=chunk_point_id(doc_id, "0" * 16, 0),
+        dense=vec,
+        sparse=services.sparse.embed_document(text),
+        payload={"document_id": doc_id, "version": "0" * 16, "source": "kb",
+                 "readers": ["public"], "title": live.title, "heading": "", "text": text,
+                 "path": live.path, "path_prefixes": [], "tags": [], "service": None},
+    )
+    services.index.upsert([stray])
+    hits = services.search.search("restart the entire datacenter", Identity.anonymous(),
+                                  top_k=10)
+    assert all(h.text != text for h in hits), "an unflipped version must stay invisible"
+    assert any(h.document_id == doc_id for h in hits)
+
+    # The next run after an interrupted one sweeps such strays.
+    run_id = services.catalog.start_run("kb", "test")
+    services.catalog.db["ingest_runs"].update(run_id, {"status": "interrupted"})
+    ingest(services, kb)
+    assert stray.id not in points_of(services, doc_id)
+    assert_index_matches_catalog(services)
