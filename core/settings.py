@@ -106,7 +106,7 @@ class Settings(BaseSettings):
     # Retrieval
     search_prefetch: int = Field(default=50, description="Candidates per method before fusion.")
     answer_min_score: float = Field(
-        default=0.35, description="Below this evidence score /v1/answer abstains."
+        default=0.30, description="Below this evidence score /v1/answer abstains."
     )
 
     # API

@@ -153,13 +153,21 @@ class DenseEncoder:
         return vec[0].astype(np.float32).tolist()
 
     def embed_documents(
-        self, texts: Sequence[str], on_progress: Callable[[int], None] | None = None
+        self,
+        texts: Sequence[str],
+        on_progress: Callable[[int], None] | None = None,
+        *,
+        use_cache: bool = True,
     ) -> np.ndarray:
-        """Embed texts, reusing cached vectors; ``on_progress(n)`` after each batch of n."""
+        """Embed texts, reusing cached vectors; ``on_progress(n)`` after each batch of n.
+
+        ``use_cache=False`` for throwaway texts (answer sentences), which would only bloat it.
+        """
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        cache = self.cache if use_cache else None
         keys = [EmbeddingCache.key(self.model_id, t) for t in texts]
-        cached = self.cache.get_many(keys) if self.cache else {}
+        cached = cache.get_many(keys) if cache else {}
         todo: dict[str, str] = {}
         for k, t in zip(keys, texts, strict=True):
             if k not in cached and k not in todo:
@@ -184,6 +192,6 @@ class DenseEncoder:
                 self.embedded_count += len(batch)
                 if on_progress:
                     on_progress(len(batch))
-            if self.cache:
-                self.cache.put_many(fresh)
+            if cache:
+                cache.put_many(fresh)
         return np.stack([cached.get(k, fresh.get(k)) for k in keys])

@@ -29,7 +29,18 @@ log = logging.getLogger("citewise.answer")
 NO_ANSWER = "I could not find an answer to that in the knowledge base you can read."
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])")
 _COMMAND_HINT = re.compile(r"^(\$ |kubectl |psql |redis-cli |curl |aws |terraform |helm |git |"
-                           r"systemctl |sudo |shipit |SELECT |select |docker |make )")
+                           r"systemctl |sudo |shipit |ffctl |SELECT |select |docker |make )")
+# "What do I do when...", "how do I fix...": the asker wants steps, which runbooks keep under
+# headings like these.
+_ACTION_QUESTION = re.compile(
+    r"\b(what (do|should) (i|we) do|how (do|can|should) (i|we)|how to|fix|mitigat|resolv|"
+    r"recover|restore|steps?)\b", re.I
+)
+_ACTION_HEADING = re.compile(
+    r"(mitigat|remediat|resolut|fix|steps|procedure|recover|restor|rollback|roll back|how to|"
+    r"what to do|runbook)", re.I
+)
+MAX_UNIT_CHARS = 400
 
 
 @dataclass
@@ -81,7 +92,7 @@ class AnswerService:
         search: SearchService,
         dense: DenseEncoder,
         sparse: Bm25Encoder,
-        min_score: float = 0.35,
+        min_score: float = 0.30,
         llm: LLMClient | None = None,
         passages: int = 5,
         max_units: int = 4,
@@ -132,20 +143,39 @@ class AnswerService:
         units = [u for rank, r in enumerate(results) for u in _units(r.text, rank)]
         if not units:
             return Answer(answer=NO_ANSWER, abstained=True)
-        vecs = self.dense.embed_documents([u.text for u in units])
+        # Each unit is embedded with its passage's title and heading, as chunks are: "Scale
+        # out the pods" alone says little, under "Checkout API high latency > Mitigation" a lot.
+        vecs = self.dense.embed_documents([
+            embedding_text(results[u.result_rank].title, results[u.result_rank].heading, u.text)
+            for u in units
+        ], use_cache=False)
         q_terms = set(self.sparse.terms(question))
+        wants_steps = bool(_ACTION_QUESTION.search(question))
         for u, v in zip(units, vecs, strict=True):
-            overlap = len(q_terms & set(self.sparse.terms(u.text))) / max(1, len(q_terms))
+            terms = set(self.sparse.terms(u.text))
+            known = q_terms | set(self.sparse.terms(results[u.result_rank].title))
+            if not u.is_code and len(terms - known) < 3:
+                u.score = -1.0  # restates the question or the title: nothing to quote
+                continue
+            overlap = len(q_terms & terms) / max(1, len(q_terms))
             # Similarity first, shared words second, and a nudge towards better-ranked passages.
             u.score = float(v @ query_vec) + 0.15 * overlap - 0.02 * u.result_rank
-            if len(u.text) < 25 and not u.is_code:
-                u.score -= 0.1  # fragments ("Steps:", "Note") read badly on their own
+            if wants_steps and _ACTION_HEADING.search(results[u.result_rank].heading):
+                u.score += 0.08
+            if not u.is_code and len(u.text.split()) < 5:
+                u.score -= 0.15  # fragments ("Steps:", a bare title) read badly on their own
         best = sorted(units, key=lambda u: u.score, reverse=True)
         chosen: list[_Unit] = []
+        passages: set[int] = set()
         for u in best:
-            if len(chosen) >= self.max_units or u.score < best[0].score - 0.25:
+            if u.score < 0:
                 break
+            if len(chosen) >= self.max_units or u.score < best[0].score - 0.12:
+                break
+            if u.result_rank not in passages and len(passages) >= 2:
+                continue  # quotes from many passages read as a collage
             chosen.append(u)
+            passages.add(u.result_rank)
             # A line that introduces a command ("Check the lag:") brings its command along.
             if u.text.rstrip().endswith(":"):
                 nxt = next(
@@ -209,6 +239,13 @@ def _citation(n: int, r: SearchResult, quote: list[str]) -> Citation:
     )
 
 
+def _is_command(line: str) -> bool:
+    if line.startswith(("$ ", "#!")):
+        return True
+    # "shipit is our deploy tool. It..." starts like a command but is prose.
+    return bool(_COMMAND_HINT.match(line)) and len(line) < 200 and not line.endswith(".")
+
+
 def _units(text: str, rank: int) -> list[_Unit]:
     """Quotable pieces of a chunk: sentences of prose, whole list items and command lines."""
     units: list[_Unit] = []
@@ -216,10 +253,12 @@ def _units(text: str, rank: int) -> list[_Unit]:
         line = line.strip()
         if not line:
             continue
-        is_code = bool(_COMMAND_HINT.match(line)) or line.startswith(("$", "#!"))
-        pieces = [line] if is_code or line.startswith("- ") else _SENTENCE.split(line)
+        is_code = _is_command(line)
+        pieces = [line] if is_code else _SENTENCE.split(line)
         for piece in pieces:
             piece = piece.strip()
+            if len(piece) > MAX_UNIT_CHARS:
+                piece = piece[:MAX_UNIT_CHARS].rsplit(" ", 1)[0] + " …"
             if len(piece) >= 3:
                 units.append(_Unit(piece, rank, len(units), is_code))
     return units

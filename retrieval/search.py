@@ -122,6 +122,9 @@ class SearchService:
             mode=mode,
             prefetch_limit=max(self.prefetch, top_k + 10),
         )
+        # Fusion produces ties (equal ranks in the two lists); break them by id so that the
+        # same query always returns the same results.
+        hits.sort(key=lambda h: (-h.score, h.id))
         live = self.catalog.current_versions(h.payload["document_id"] for h in hits)
         results: list[SearchResult] = []
         for h in hits:

@@ -113,7 +113,7 @@ def wait_for_job(client: TestClient, job_id: str, until=("done", "failed"), time
 # Search ------------------------------------------------------------------------------------
 
 
-def test_post_search_returns_located_passages(client, tmp_path_factory):
+def test_post_search_returns_located_passages(client):
     hits = search(client, "redis failover", top_k=5)
     assert hits
     for hit in hits:
@@ -538,7 +538,8 @@ def test_second_ingest_while_one_runs_is_409(make_services, tmp_path):
         fd = _open_fifo_writer(fifo)
         try:
             assert fd is not None, "the ingest job never opened the FIFO"
-            running = wait_for_job(c, job_id, until=("running",))
+            running = wait_for_job(c, job_id, until=("running", "done", "failed"))
+            assert running["status"] == "running", running
             assert running["current"] == "slow"
 
             second = c.post("/v1/ingest/jobs", json={"path": str(folder)})

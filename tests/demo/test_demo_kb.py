@@ -1,0 +1,114 @@
+"""The bundled demo knowledge base, ingested exactly as `make run` does (citewise.toml)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from citewise.ingest.runner import run_source
+from citewise.settings import load_settings
+from citewise.types import Identity
+
+ROOT = Path(__file__).resolve().parents[2]
+ANON = Identity.anonymous()
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory, dense):
+    from citewise.api.composition import build_services
+
+    settings = load_settings(ROOT / "citewise.toml",
+                             data_dir=tmp_path_factory.mktemp("demo") / "data")
+    services = build_services(settings)
+    reports = [run_source(services.pipeline, s, trigger="test") for s in settings.sources]
+    yield services, reports
+    services.close()
+
+
+def test_demo_runbooks_are_complete():
+    runbooks = sorted((ROOT / "demo" / "runbooks").glob("*.md"))
+    assert len(runbooks) >= 25
+    for path in runbooks:
+        meta = yaml.safe_load(re.match(r"---\n(.*?)\n---", path.read_text(), re.S).group(1))
+        for key in ("title", "service", "owner", "severity", "alerts"):
+            assert meta.get(key), f"{path.name} lacks {key}"
+        assert meta["severity"] in ("critical", "high", "medium", "low")
+    wiki = [p for p in (ROOT / "demo" / "wiki").iterdir() if p.suffix in (".md", ".html", ".txt")]
+    assert len(wiki) >= 12
+
+
+def test_every_demo_document_ingests(demo):
+    _, reports = demo
+    assert {r.source for r in reports} == {"runbooks", "wiki", "citewise-docs"}
+    for r in reports:
+        assert r.status == "succeeded", r.summary()
+        assert r.counts.failed == 0 and r.counts.added > 0
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        # Phrased without the words of the runbook's title or headings.
+        ("Buyers' cards spin forever and then fail at the pay step; how do we move card "
+         "traffic to the backup acquirer?", "payments-gateway-provider-timeouts.md"),
+        ("Sellers complain that listings they created an hour ago don't show up when buyers "
+         "look for them", "search-indexer-lag.md"),
+        ("Users say password reset messages take ages to arrive in their inbox",
+         "notification-service-queue-backlog.md"),
+        ("We sold more units of an item than the seller actually had in the warehouse",
+         "inventory-service-stock-drift.md"),
+        ("Our containers keep restarting every few minutes and exit with code 137",
+         "k8s-pod-crashloopbackoff.md"),
+        ("Seller payouts may be a day late because the bank file wasn't sent overnight",
+         "settlement-nightly-job-failed.md"),
+        # Naming the alert.
+        ("What should I do when PgBouncerClientWaitHigh fires?",
+         "postgres-main-connection-exhaustion.md"),
+        ("We got paged for LedgerDoubleEntryImbalance, what's the first thing to do?",
+         "ledger-service-imbalance.md"),
+        ("OpenSearchDiskWatermarkHigh is firing on search-prod; how do I free space?",
+         "opensearch-cluster-red.md"),
+    ],
+)
+def test_questions_find_their_runbook_and_answer_with_it(demo, question, expected):
+    services, _ = demo
+    hits = services.search.search(question, ANON, top_k=3)
+    assert hits[0].path == expected, [h.path for h in hits]
+    answer = services.answers.answer(question, ANON)
+    assert not answer.abstained
+    assert answer.citations[0].path == expected
+    assert re.search(r"\[1\]", answer.answer)
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["What is the boiling point of ethanol at sea level?", "Who won the 1998 FIFA World Cup?",
+     "How do I make sourdough bread starter from scratch?"],
+)
+def test_questions_outside_the_knowledge_base_abstain(demo, question):
+    answer = demo[0].answers.answer(question, ANON)
+    assert answer.abstained and not answer.citations
+
+
+def test_restricted_runbooks_only_reach_their_group(demo):
+    services, _ = demo
+    q = "How do I swap in a new Northpay API key without downtime?"
+    secret = "payments-provider-api-key-rotation.md"
+    for who in (ANON, Identity(user="eve", groups=("sre-oncall", "payments"))):
+        assert all(h.path != secret for h in services.search.search(q, who, top_k=50))
+        assert all(c.path != secret for c in services.answers.answer(q, who).citations)
+    security = Identity(user="sam", groups=("security",))
+    assert services.search.search(q, security, top_k=1)[0].path == secret
+
+
+def test_citewise_docs_answer_questions_about_citewise(demo):
+    services, _ = demo
+    answer = services.answers.answer(
+        "How does citewise keep restricted documents out of search results?", ANON
+    )
+    assert not answer.abstained
+    assert answer.citations[0].source == "citewise-docs"
+    assert answer.citations[0].path == "permissions.md"
