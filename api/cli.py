@@ -8,6 +8,7 @@ other commands send their work to it over HTTP instead of failing on the lock.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import textwrap
 from pathlib import Path
@@ -107,6 +108,13 @@ def ingest(obj: Context, path, name, source, all_sources, force, as_json) -> Non
     """Index a folder, a declared source, or all declared sources."""
     from citewise.api.composition import resolve_sources
 
+    if sum(bool(x) for x in (path, source, all_sources)) != 1:
+        raise click.UsageError(
+            "say what to ingest: a folder PATH, --source NAME or --all (exactly one)"
+        )
+    if name and not path:
+        raise click.UsageError("--name names the source of a folder PATH; pass PATH too")
+    services = None
     try:
         services, remote = obj.services()
         if remote is not None:
@@ -117,9 +125,11 @@ def ingest(obj: Context, path, name, source, all_sources, force, as_json) -> Non
                 all_sources=all_sources,
             )
             reports = _ingest_local(services, sources, force)
-            services.close()
     except CitewiseError as e:
         _fail(e)
+    finally:
+        if services is not None:
+            services.close()
     if as_json:
         click.echo(json.dumps(reports, indent=2))
     else:
@@ -210,6 +220,7 @@ def search(obj, query, top_k, sources, path_prefix, tags, services_, mode, user,
 
     filters = SearchFilters(sources=list(sources), path_prefix=path_prefix, tags=list(tags),
                             services=list(services_))
+    services = None
     try:
         services, remote = obj.services()
         if remote is not None:
@@ -221,9 +232,11 @@ def search(obj, query, top_k, sources, path_prefix, tags, services_, mode, user,
         else:
             results = [r.to_dict() for r in services.search.search(
                 query, Identity(user, tuple(groups)), top_k=top_k, filters=filters, mode=mode)]
-            services.close()
     except CitewiseError as e:
         _fail(e)
+    finally:
+        if services is not None:
+            services.close()
     if as_json:
         click.echo(json.dumps({"results": results}, indent=2))
         return
@@ -256,6 +269,7 @@ def ask(obj, question, user, groups, as_json) -> None:
     """A cited answer; says so when the knowledge base has none."""
     from citewise.types import Identity
 
+    services = None
     try:
         services, remote = obj.services()
         if remote is not None:
@@ -263,9 +277,11 @@ def ask(obj, question, user, groups, as_json) -> None:
                                     headers=_identity_headers(user, groups))
         else:
             result = services.answers.answer(question, Identity(user, tuple(groups))).to_dict()
-            services.close()
     except CitewiseError as e:
         _fail(e)
+    finally:
+        if services is not None:
+            services.close()
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
@@ -290,6 +306,10 @@ def _identity_headers(user: str | None, groups: tuple[str, ...]) -> dict:
     epilog=textwrap.dedent(
         """
         \b
+        Examples:
+          citewise serve                         127.0.0.1:8000
+          citewise serve --host 0.0.0.0 --port 8080   (set CITEWISE_API_KEYS first)
+
         Open http://127.0.0.1:8000/docs for the API. While the server runs, `citewise ingest`
         and the nightly cron hand their runs to it (the embedded index admits one process).
         Bind beyond 127.0.0.1 only with CITEWISE_API_KEYS set.
@@ -325,6 +345,10 @@ def serve(obj: Context, host: str | None, port: int | None) -> None:
     write_server_file(settings, host, port)
     log.info("citewise %s serving on http://%s:%d (docs at /docs), data in %s", __version__,
              host, port, settings.data_dir)
+    # uvicorn handles SIGTERM by shutting down, restoring the previous handler and re-sending
+    # the signal; with this handler the re-sent signal exits through `finally` below, so
+    # server.json is removed and the index is flushed under systemd, docker and Kubernetes too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         uvicorn.run(app, host=host, port=port, log_level=settings.log_level.lower(),
                     log_config=None)
@@ -333,7 +357,16 @@ def serve(obj: Context, host: str | None, port: int | None) -> None:
         services.close()
 
 
-@cli.command()
+@cli.command(
+    epilog=textwrap.dedent(
+        """
+        \b
+        Examples:
+          citewise sources          a table: documents, chunks, last successful run
+          citewise sources --json   the same as JSON, for scripts
+        """
+    )
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
 def sources(obj: Context, as_json: bool) -> None:

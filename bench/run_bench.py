@@ -23,9 +23,14 @@ is measured over all of them together, in one process, in this order:
 4. **Search and answer latency.** About 200 questions are built from the ingested documents
    (alert names, titles and section headings, phrased as questions, shuffled with a fixed
    seed). After 5 warm-up queries, ``SearchService.search`` is timed for each question in
-   hybrid, dense and sparse mode, then ``AnswerService.answer`` for 30 of them. The search
-   service keeps an LRU of query vectors; it is emptied before each timed pass, so every
-   timed query pays for its own embedding, as a new question does.
+   hybrid, dense and sparse mode (interleaved, so that a burst of load from elsewhere skews
+   all modes alike), then ``AnswerService.answer`` for 30 of them. The search service keeps
+   an LRU of query vectors; it is emptied before each timed call, so every timed query pays
+   for its own embedding, as a new question does.
+
+Each phase also records this process's CPU seconds per wall second and the 1-minute load
+average after it. Compare them with a run on an idle machine: a lower CPU share with a higher
+load means other processes competed for the CPUs, and that phase's figures are pessimistic.
 
 The machine, the corpus sizes, the settings, the peak RSS and the git commit are recorded
 with the figures in ``<out>/latest.json``; ``<out>/latest.md`` holds the same as a table,
@@ -156,6 +161,32 @@ def peak_rss_mib() -> float:
     return round(rss / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
 
 
+class Phase:
+    """Wall and CPU time of a block, and the load average after it.
+
+    ``cpu_per_wall`` is this process's CPU seconds (all threads) per wall second. The model
+    uses every core, so while embedding on an idle machine it is near the core count; well
+    below that, with a high load average, means other processes took CPU time.
+    """
+
+    def __enter__(self) -> Phase:
+        self._wall = time.perf_counter()
+        self._cpu = time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self._wall
+        self.cpu = time.process_time() - self._cpu
+
+    def stats(self) -> dict:
+        load = load_average()
+        return {
+            "cpu_seconds": round(self.cpu, 2),
+            "cpu_per_wall": round(self.cpu / self.wall, 2) if self.wall else None,
+            "load_avg_1m_after": load[0] if load else None,
+        }
+
+
 def corpus_size(folder: Path) -> dict:
     files = [p for p in folder.rglob("*") if p.is_file()]
     documents = [p for p in files if p.suffix.lower() in MEDIA_TYPES]
@@ -182,17 +213,19 @@ def latency_stats(samples_s: Sequence[float]) -> dict:
 
 def ingest_all(services: Services, sources: list[SourceConfig], label: str) -> dict:
     reports: list[RunReport] = []
-    started = time.perf_counter()
-    for source in sources:
-        progress(f"{label}: {source.name}")
-        report = run_source(
-            services.pipeline, source, trigger="bench", progress=StderrProgress(source.name)
-        )
-        progress(f"  {report.summary()}")
-        if report.status not in ("succeeded", "partial"):
-            raise SystemExit(f"bench: {label} of {source.name} {report.status}: {report.message}")
-        reports.append(report)
-    seconds = time.perf_counter() - started
+    with Phase() as phase:
+        for source in sources:
+            progress(f"{label}: {source.name}")
+            report = run_source(
+                services.pipeline, source, trigger="bench", progress=StderrProgress(source.name)
+            )
+            progress(f"  {report.summary()}")
+            if report.status not in ("succeeded", "partial"):
+                raise SystemExit(
+                    f"bench: {label} of {source.name} {report.status}: {report.message}"
+                )
+            reports.append(report)
+    seconds = phase.wall
     total = {
         key: sum(getattr(r.counts, key) for r in reports)
         for key in ("seen", "added", "updated", "unchanged", "deleted", "failed",
@@ -210,6 +243,7 @@ def ingest_all(services: Services, sources: list[SourceConfig], label: str) -> d
              "chunks_embedded": r.counts.chunks_embedded, "failed": r.counts.failed}
             for r in reports
         ],
+        "phase": phase.stats(),
     }
 
 
@@ -228,14 +262,15 @@ def bare_embedding(settings: Settings, texts: list[str]) -> dict:
     encoder = DenseEncoder(
         settings.embedding_model_path, batch_size=settings.embedding_batch_size, cache=None
     )
-    started = time.perf_counter()
-    encoder.embed_documents(texts)
-    seconds = time.perf_counter() - started
+    with Phase() as phase:
+        encoder.embed_documents(texts)
+    seconds = phase.wall
     return {
         "seconds": round(seconds, 2),
         "chunks": len(texts),
         "texts_through_model": encoder.embedded_count,  # distinct texts: duplicates run once
         "chunks_per_s": round(len(texts) / seconds, 2),
+        "phase": phase.stats(),
     }
 
 
@@ -288,40 +323,53 @@ def forget_query_vectors(services: Services) -> None:
         cache.clear()
 
 
-def time_calls(call: Callable[[str], object], queries: Sequence[str]) -> tuple[list[float], list]:
-    samples, outputs = [], []
-    for q in queries:
-        started = time.perf_counter()
-        outputs.append(call(q))
-        samples.append(time.perf_counter() - started)
-    return samples, outputs
+def timed(call: Callable[[], object]) -> tuple[float, object]:
+    started = time.perf_counter()
+    out = call()
+    return time.perf_counter() - started, out
 
 
 def search_latency(services: Services, warmup: list[str], queries: list[str]) -> dict:
+    """Time every query in every mode, the modes interleaved (rotated per query): a burst of
+    load from another process then skews all modes alike instead of one of them."""
     anyone = Identity.anonymous()
-    out = {}
-    for mode in SEARCH_MODES:
-        def search(q: str, mode: str = mode) -> list:
-            return services.search.search(q, anyone, top_k=10, mode=mode)
-
-        for q in warmup:
-            search(q)
-        forget_query_vectors(services)
-        progress(f"search ({mode}): {len(queries)} queries")
-        samples, results = time_calls(search, queries)
-        out[mode] = {
-            **latency_stats(samples),
-            "mean_results": round(statistics.fmean(len(r) for r in results), 2),
-            "empty_results": sum(1 for r in results if not r),
+    for q in warmup:
+        for mode in SEARCH_MODES:
+            services.search.search(q, anyone, top_k=10, mode=mode)
+    n = len(SEARCH_MODES)
+    samples: dict[str, list[float]] = {m: [] for m in SEARCH_MODES}
+    results: dict[str, list[int]] = {m: [] for m in SEARCH_MODES}
+    with Phase() as phase:
+        for i, q in enumerate(queries):
+            if i % 50 == 0:
+                progress(f"search: queries {i + 1}-{min(i + 50, len(queries))} of {len(queries)}")
+            for mode in SEARCH_MODES[i % n :] + SEARCH_MODES[: i % n]:
+                forget_query_vectors(services)
+                seconds, hits = timed(
+                    lambda q=q, mode=mode: services.search.search(q, anyone, top_k=10, mode=mode)
+                )
+                samples[mode].append(seconds)
+                results[mode].append(len(hits))
+    return {
+        mode: {
+            **latency_stats(samples[mode]),
+            "mean_results": round(statistics.fmean(results[mode]), 2),
+            "empty_results": results[mode].count(0),
         }
-    return out
+        for mode in SEARCH_MODES
+    } | {"phase": phase.stats()}
 
 
 def answer_latency(services: Services, questions: list[str]) -> dict:
     anyone = Identity.anonymous()
-    forget_query_vectors(services)
     progress(f"answers: {len(questions)} questions")
-    samples, answers = time_calls(lambda q: services.answers.answer(q, anyone), questions)
+    samples, answers = [], []
+    with Phase() as phase:
+        for q in questions:
+            forget_query_vectors(services)
+            seconds, answer = timed(lambda q=q: services.answers.answer(q, anyone))
+            samples.append(seconds)
+            answers.append(answer)
     stats = latency_stats(samples)
     return {
         "n": stats["n"],
@@ -330,6 +378,7 @@ def answer_latency(services: Services, questions: list[str]) -> dict:
         "mean_ms": stats["mean_ms"],
         "abstained": sum(1 for a in answers if a.abstained),
         "mode": answers[0].mode if answers else None,
+        "phase": phase.stats(),
     }
 
 
@@ -354,7 +403,8 @@ def markdown(r: dict) -> str:
          f"{re_ing['seconds']:.1f} s, {re_ing['unchanged']} unchanged, "
          f"{re_ing['chunks_embedded']} embedded"),
     ]
-    for mode, s in r["search"].items():
+    for mode in SEARCH_MODES:
+        s = r["search"][mode]
         rows.append((f"Search {mode} (top 10, n={s['n']})",
                      f"p50 {s['p50_ms']:.1f} / p95 {s['p95_ms']:.1f} / p99 {s['p99_ms']:.1f} / "
                      f"mean {s['mean_ms']:.1f} ms"))
@@ -362,6 +412,9 @@ def markdown(r: dict) -> str:
     rows += [
         (f"Answer ({a['mode']}, n={a['n']})",
          f"p50 {a['p50_ms']:.1f} / p95 {a['p95_ms']:.1f} ms, {a['abstained']} abstained"),
+        ("CPU s per wall s (ingest / bare / search / answers)",
+         " / ".join(f"{r[k]['phase']['cpu_per_wall']:.2f}"
+                    for k in ("ingest", "bare_embedding", "search", "answers"))),
         ("Model load (before timing)", f"{r['model_load_seconds']:.1f} s"),
         ("Peak RSS", f"{r['peak_rss_mib']:.0f} MiB"),
     ]

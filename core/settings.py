@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from citewise.errors import ConfigError
+from citewise.errors import ConfigError, NotFoundError
 
 SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
@@ -162,7 +162,7 @@ class Settings(BaseSettings):
             if s.name == name:
                 return s
         known = ", ".join(s.name for s in self.sources) or "none declared"
-        raise ConfigError(
+        raise NotFoundError(
             f"no source named {name!r} in the config file (known: {known})",
             hint="declare it under [[sources]] in citewise.toml, or pass a folder path",
         )

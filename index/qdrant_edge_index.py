@@ -137,6 +137,12 @@ class EdgeVectorIndex:
                     f"The embedded index at {self._path} failed to {action}: {exc}"
                 ) from exc
 
+    def optimize(self) -> None:
+        """Merge segments and drop deleted points; the embedded engine only does it on demand."""
+        with self._engine("optimize") as shard:
+            shard.optimize()
+            shard.flush()
+
     # -- writes ------------------------------------------------------------------------------
 
     def upsert(self, points: Sequence[ChunkPoint]) -> None:

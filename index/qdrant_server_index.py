@@ -142,6 +142,9 @@ class ServerVectorIndex:
                 hint=hint,
             )
 
+    def optimize(self) -> None:
+        """Nothing to do: a Qdrant server runs its optimizers in the background."""
+
     def close(self) -> None:
         with self._request("close the connection"):
             self._client.close()

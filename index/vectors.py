@@ -108,5 +108,8 @@ class VectorIndex(Protocol):
     def point_ids(self, filter: IndexFilter) -> list[str]:
         """Ids of every point matching the filter (scrolls to the end)."""
 
+    def optimize(self) -> None:
+        """Compact storage after many updates and deletes (a no-op where the engine does it)."""
+
     def close(self) -> None:
         """Flush and release the storage (the embedded engine's lock, the client's sockets)."""

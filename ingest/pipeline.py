@@ -152,6 +152,9 @@ class IngestPipeline:
                     counts.deleted += 1
                     metrics.INGEST_DOCUMENTS.labels(source, "deleted").inc()
             report.status = "partial" if counts.failed else "succeeded"
+            if counts.updated or counts.deleted:
+                # Replaced and deleted points are only tombstoned until the engine compacts.
+                self.index.optimize()
         except SourceError as e:
             report.status, report.message = "failed", str(e)
             log.error("ingest of %s failed: %s", source, e)

@@ -501,7 +501,6 @@ def test_ingest_request_errors(make_services, tmp_path):
         assert not c.get("/v1/ingest/jobs").json()["jobs"]
 
 
-@pytest.mark.xfail(strict=True, reason="an unknown source name is a ConfigError, served as 500")
 def test_ingest_of_an_undeclared_source_is_a_client_error(make_services):
     with TestClient(create_app(services=make_services()), client=LOOPBACK) as c:
         resp = c.post("/v1/ingest/jobs", json={"source": "nope"})

@@ -44,9 +44,11 @@ def test_bad_config_says_what_is_wrong(tmp_path):
 
 
 def test_unknown_source_lists_known_ones(tmp_path):
+    from citewise.errors import NotFoundError
+
     cfg = tmp_path / "c.toml"
     cfg.write_text('[[sources]]\nname = "wiki"\ntype = "folder"\npath = "w"\n')
-    with pytest.raises(ConfigError, match="known: wiki"):
+    with pytest.raises(NotFoundError, match="known: wiki"):
         load_settings(cfg).source("runbooks")
 
 
