@@ -101,7 +101,9 @@ def cli(ctx: click.Context, config: str | None, data_dir: str | None, verbose: b
 @click.option("--name", help="Source name for PATH (default: the folder's name).")
 @click.option("--source", "source", help="Ingest a source declared in the config file.")
 @click.option("--all", "all_sources", is_flag=True, help="Ingest every declared source.")
-@click.option("--force", is_flag=True, help="Re-parse and re-embed even unchanged documents.")
+@click.option("--force", is_flag=True,
+              help="Re-process unchanged documents, and allow a run to delete more than half "
+                   "of a source (refused otherwise, in case the source is only unreadable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run reports as JSON.")
 @click.pass_obj
 def ingest(obj: Context, path, name, source, all_sources, force, as_json) -> None:

@@ -112,4 +112,7 @@ class IngestRequest(BaseModel):
         default=None, description="A folder on the server's disk (loopback callers only)."
     )
     name: str | None = Field(default=None, description="Source name for `path`.")
-    force: bool = Field(default=False, description="Re-parse and re-embed unchanged documents.")
+    force: bool = Field(
+        default=False,
+        description="Re-process unchanged documents and allow deleting over half of a source.",
+    )

@@ -54,6 +54,10 @@ from citewise.types import Chunk, SourceDocument
 log = logging.getLogger("citewise.ingest")
 
 CHUNKER_VERSION = "sections-v1"
+# A run may delete at most this share of a source's documents without --force...
+MASS_DELETION_SHARE = 0.5
+# ...once the source has at least this many (small sources churn legitimately).
+MASS_DELETION_MIN_DOCUMENTS = 10
 
 
 @dataclass
@@ -118,7 +122,10 @@ class IngestPipeline:
         on_counts: Callable[[RunCounts], None] | None = None,
         batch_size: int = 32,
     ) -> RunReport:
-        """Bring the index in line with the source. Never raises for one bad document."""
+        """Bring the index in line with the source. Never raises for one bad document.
+
+        ``force`` re-processes unchanged documents and lifts the mass-deletion brake.
+        """
         progress = progress or SilentProgress()
         started = time.monotonic()
         self.catalog.ensure_source(source, source_type, config or {})
@@ -146,11 +153,12 @@ class IngestPipeline:
                 if on_counts:
                     on_counts(counts)
             # Only a complete listing may delete: a source that failed half-way raised above.
-            for external_id, record in existing.items():
-                if external_id not in seen:
-                    self.delete_document(record)
-                    counts.deleted += 1
-                    metrics.INGEST_DOCUMENTS.labels(source, "deleted").inc()
+            gone = [record for external_id, record in existing.items() if external_id not in seen]
+            self._check_mass_deletion(source, len(gone), len(existing), force)
+            for record in gone:
+                self.delete_document(record)
+                counts.deleted += 1
+                metrics.INGEST_DOCUMENTS.labels(source, "deleted").inc()
             report.status = "partial" if counts.failed else "succeeded"
             if counts.updated or counts.deleted:
                 # Replaced and deleted points are only tombstoned until the engine compacts.
@@ -171,6 +179,21 @@ class IngestPipeline:
             progress.close()
         self._finish(report, started)
         return report
+
+    def _check_mass_deletion(self, source: str, gone: int, existing: int, force: bool) -> None:
+        """Refuse a run that would delete most of a sizeable source, unless forced.
+
+        An emptied checkout, an unmounted share or a revoked credential looks exactly like
+        "everything was deleted"; emptying the index on that evidence loses more than it saves.
+        """
+        if force or existing < MASS_DELETION_MIN_DOCUMENTS:
+            return
+        if gone > existing * MASS_DELETION_SHARE:
+            raise SourceError(
+                f"this run would delete {gone} of the {existing} documents of {source!r}; "
+                "refusing, in case the source is only temporarily empty or unreadable",
+                hint="if the deletions are real, run again with --force",
+            )
 
     def _finish(self, report: RunReport, started: float) -> None:
         report.seconds = time.monotonic() - started

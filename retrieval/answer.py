@@ -185,6 +185,8 @@ class AnswerService:
                 )
                 if nxt is not None and nxt not in chosen:
                     chosen.append(nxt)
+        if wants_steps:
+            chosen.extend(self._steps_if_missing(units, chosen, results))
         chosen.sort(key=lambda u: (u.result_rank, u.position))
         citations: dict[int, Citation] = {}
         sentences = []
@@ -199,6 +201,29 @@ class AnswerService:
                 text += "."
             sentences.append(f"{text} [{c.n}]")
         return Answer(answer=" ".join(sentences), citations=list(citations.values()))
+
+    def _steps_if_missing(
+        self, units: list[_Unit], chosen: list[_Unit], results: list[SearchResult]
+    ) -> list[_Unit]:
+        """For "what do I do" questions, quote the top document's mitigation steps too.
+
+        Sentences that restate the alert are closest to such a question, so without this the
+        answer explains what fired but not what to do about it.
+        """
+        if any(_ACTION_HEADING.search(results[u.result_rank].heading) for u in chosen):
+            return []
+        top_doc = results[0].document_id
+        candidates = [
+            u for u in units
+            if u.score >= 0
+            and results[u.result_rank].document_id == top_doc
+            and _ACTION_HEADING.search(results[u.result_rank].heading)
+        ]
+        if not candidates:
+            return []
+        rank = max(candidates, key=lambda u: u.score).result_rank
+        in_passage = [u for u in candidates if u.result_rank == rank]
+        return sorted(in_passage, key=lambda u: u.score, reverse=True)[:2]
 
     # LLM -----------------------------------------------------------------------------------
     def _llm_answer(self, question: str, results: list[SearchResult]) -> Answer:

@@ -236,3 +236,22 @@ def test_readers_never_see_a_half_swapped_document(make_services, kb):
     ingest(services, kb)
     assert stray.id not in points_of(services, doc_id)
     assert_index_matches_catalog(services)
+
+
+def test_a_run_that_would_empty_a_source_is_refused(make_services, tmp_path):
+    services = make_services()
+    folder = tmp_path / "many"
+    for i in range(12):
+        write(folder, f"page-{i}.md", f"# Page {i}\n\nNotes about subsystem number {i}.\n")
+    ingest(services, folder, name="many")
+    for i in range(8):
+        (folder / f"page-{i}.md").unlink()
+
+    refused = ingest(services, folder, name="many")
+    assert refused.status == "failed"
+    assert "would delete 8 of the 12" in refused.message
+    assert services.catalog.count_documents("many") == 12
+
+    forced = ingest(services, folder, name="many", force=True)
+    assert forced.status == "succeeded" and forced.counts.deleted == 8
+    assert services.catalog.count_documents("many") == 4
