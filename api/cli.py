@@ -11,6 +11,7 @@ import json
 import signal
 import sys
 import textwrap
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -30,15 +31,26 @@ class Context:
         level = "DEBUG" if verbose else self.settings.log_level
         configure_logging(level, self.settings.log_format)
 
+    @contextmanager
     def services(self):
-        """Local services, or the running server when it holds the embedded index."""
+        """``(services, None)`` over the local index, or ``(None, server)`` when a running
+        server holds the embedded index. Closes what it opened; a ``CitewiseError`` inside
+        ends the command with its message and hint."""
         from citewise.api.composition import build_services
         from citewise.api.remote import find_server
 
+        services = remote = None
         try:
-            return build_services(self.settings), None
-        except IndexLockedError as e:
-            return None, find_server(self.settings, e)
+            try:
+                services = build_services(self.settings)
+            except IndexLockedError as e:
+                remote = find_server(self.settings, e)
+            yield services, remote
+        except CitewiseError as e:
+            _fail(e)
+        finally:
+            if services is not None:
+                services.close()
 
 
 def _fail(e: CitewiseError) -> None:
@@ -116,9 +128,7 @@ def ingest(obj: Context, path, name, source, all_sources, force, as_json) -> Non
         )
     if name and not path:
         raise click.UsageError("--name names the source of a folder PATH; pass PATH too")
-    services = None
-    try:
-        services, remote = obj.services()
+    with obj.services() as (services, remote):
         if remote is not None:
             reports = _ingest_remote(remote, path, name, source, all_sources, force, as_json)
         else:
@@ -127,11 +137,6 @@ def ingest(obj: Context, path, name, source, all_sources, force, as_json) -> Non
                 all_sources=all_sources,
             )
             reports = _ingest_local(services, sources, force)
-    except CitewiseError as e:
-        _fail(e)
-    finally:
-        if services is not None:
-            services.close()
     if as_json:
         click.echo(json.dumps(reports, indent=2))
     else:
@@ -222,9 +227,7 @@ def search(obj, query, top_k, sources, path_prefix, tags, services_, mode, user,
 
     filters = SearchFilters(sources=list(sources), path_prefix=path_prefix, tags=list(tags),
                             services=list(services_))
-    services = None
-    try:
-        services, remote = obj.services()
+    with obj.services() as (services, remote):
         if remote is not None:
             body = {"query": query, "top_k": top_k, "mode": mode,
                     "filters": {"sources": list(sources), "path_prefix": path_prefix,
@@ -234,11 +237,6 @@ def search(obj, query, top_k, sources, path_prefix, tags, services_, mode, user,
         else:
             results = [r.to_dict() for r in services.search.search(
                 query, Identity(user, tuple(groups)), top_k=top_k, filters=filters, mode=mode)]
-    except CitewiseError as e:
-        _fail(e)
-    finally:
-        if services is not None:
-            services.close()
     if as_json:
         click.echo(json.dumps({"results": results}, indent=2))
         return
@@ -271,19 +269,12 @@ def ask(obj, question, user, groups, as_json) -> None:
     """A cited answer; says so when the knowledge base has none."""
     from citewise.types import Identity
 
-    services = None
-    try:
-        services, remote = obj.services()
+    with obj.services() as (services, remote):
         if remote is not None:
             result = remote.request("POST", "/v1/answer", json={"question": question},
                                     headers=_identity_headers(user, groups))
         else:
             result = services.answers.answer(question, Identity(user, tuple(groups))).to_dict()
-    except CitewiseError as e:
-        _fail(e)
-    finally:
-        if services is not None:
-            services.close()
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return

@@ -111,6 +111,17 @@ class Chunk:
     end_line: int | None = None
     token_count: int = 0
 
+    def location(self) -> dict:
+        """Where the chunk sits and what it says: stored with it in the catalog and the index."""
+        return {
+            "ordinal": self.ordinal,
+            "heading": self.heading,
+            "anchor": self.anchor,
+            "text": self.text,
+            "start_line": self.start_line,
+            "end_line": self.end_line,
+        }
+
 
 @dataclass
 class SearchFilters:

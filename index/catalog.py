@@ -320,13 +320,8 @@ class Catalog:
                     {
                         "id": pid,
                         "document_id": record.id,
-                        "ordinal": c.ordinal,
-                        "heading": c.heading,
-                        "anchor": c.anchor,
-                        "text": c.text,
-                        "start_line": c.start_line,
-                        "end_line": c.end_line,
                         "token_count": c.token_count,
+                        **c.location(),
                     }
                     for c, pid in zip(chunks, ids, strict=True)
                 ),

@@ -306,26 +306,11 @@ def _match_any(key: str, values: list[str]) -> qe.FieldCondition:
 
 
 def _edge_filter(flt: IndexFilter | None) -> qe.Filter | None:
-    """The engine filter for ``flt``: every condition in ``must``, so they AND together.
-
-    ``readers=[]`` stays a condition: MatchAny([]) matches nothing, which is what a principal
-    with no groups may read.
-    """
+    """The engine filter for ``flt`` (see ``IndexFilter.conditions``): all in ``must``."""
     if flt is None or flt.is_empty():
         return None
-    must: list[qe.FieldCondition] = []
-    if flt.readers is not None:
-        must.append(_match_any("readers", flt.readers))
-    if flt.sources:
-        must.append(_match_any("source", flt.sources))
-    if flt.path_prefix:
-        # ``path_prefixes`` holds every ancestor folder and the path itself, so matching one
-        # element is a prefix match on folder boundaries ("eng/run" misses "eng/runbooks").
-        must.append(_match_value("path_prefixes", flt.path_prefix))
-    if flt.tags:
-        must.append(_match_any("tags", flt.tags))
-    if flt.services:
-        must.append(_match_any("service", flt.services))
-    if flt.document_ids:
-        must.append(_match_any("document_id", flt.document_ids))
+    must: list[qe.FieldCondition] = [
+        _match_any(key, values) if kind == "any" else _match_value(key, values[0])
+        for key, kind, values in flt.conditions()
+    ]
     return qe.Filter(must=must)

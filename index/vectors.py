@@ -59,6 +59,30 @@ class IndexFilter:
     services: list[str] = field(default_factory=list)
     document_ids: list[str] = field(default_factory=list)
 
+    def conditions(self) -> list[tuple[str, str, list[str]]]:
+        """The filter as ``(payload key, "any" | "value", values)`` triples, ANDed.
+
+        Both backends build their engine's filter objects from this one list, so a filter means
+        the same on each. ``readers=[]`` stays a condition: matching any of nothing matches
+        nothing, which is right for a caller without principals.
+        """
+        out: list[tuple[str, str, list[str]]] = []
+        if self.readers is not None:
+            out.append(("readers", "any", list(self.readers)))
+        if self.sources:
+            out.append(("source", "any", list(self.sources)))
+        if self.path_prefix:
+            # ``path_prefixes`` holds every ancestor folder and the path itself, so matching
+            # one element is a prefix match on folder boundaries ("eng/run" misses "eng/runbooks").
+            out.append(("path_prefixes", "value", [self.path_prefix]))
+        if self.tags:
+            out.append(("tags", "any", list(self.tags)))
+        if self.services:
+            out.append(("service", "any", list(self.services)))
+        if self.document_ids:
+            out.append(("document_id", "any", list(self.document_ids)))
+        return out
+
     def is_empty(self) -> bool:
         return not (
             self.readers is not None

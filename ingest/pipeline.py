@@ -319,15 +319,7 @@ class IngestPipeline:
                 id=pid,
                 dense=vec.tolist(),
                 sparse=self.sparse.embed_document(text),
-                payload={
-                    **base,
-                    "ordinal": c.ordinal,
-                    "heading": c.heading,
-                    "anchor": c.anchor,
-                    "text": c.text,
-                    "start_line": c.start_line,
-                    "end_line": c.end_line,
-                },
+                payload={**base, **c.location()},
             )
             for pid, c, text, vec in zip(ids, p.chunks, texts, vectors, strict=True)
         ]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 from citewise.api.composition import Services, build_services  # noqa: E402
 from citewise.index.embedder import DenseEncoder  # noqa: E402
 from citewise.settings import Settings  # noqa: E402
+from tests.kb import write_kb  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
@@ -50,92 +50,10 @@ def make_services(tmp_path, dense):
             pass
 
 
-def write(root: Path, rel: str, text: str) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
-    return path
-
-
 @pytest.fixture
 def kb(tmp_path) -> Path:
-    """A small knowledge base: runbooks with front matter, a restricted page, HTML, text."""
-    root = tmp_path / "kb"
-    write(root, "runbooks/redis-failover.md", """
-        ---
-        title: Redis cache failover
-        service: redis-cache
-        owner: team-platform
-        severity: high
-        alerts: [RedisPrimaryDown]
-        tags: [redis, failover]
-        ---
-        # Redis cache failover
-
-        RedisPrimaryDown fires when the Redis primary has not answered health checks for
-        two minutes. Checkout sessions are stored in Redis, so users get logged out.
-
-        ## Diagnosis
-
-        Check which node Sentinel considers the primary:
-
-        ```bash
-        redis-cli -p 26379 sentinel get-master-addr-by-name cache-main
-        ```
-
-        ## Mitigation
-
-        Promote the replica with the smallest replication offset lag by running a manual
-        Sentinel failover. Then restart the checkout pods so they reconnect.
-        """)
-    write(root, "runbooks/postgres-disk-full.md", """
-        ---
-        title: Postgres disk almost full
-        service: postgres-main
-        severity: critical
-        alerts: [PostgresDiskAlmostFull]
-        tags: [postgres, disk]
-        ---
-        # Postgres disk almost full
-
-        PostgresDiskAlmostFull fires when the data volume of the primary database is more than
-        90 percent used. When the disk fills up, the database stops accepting writes.
-
-        ## Mitigation
-
-        Delete old WAL archives that were already shipped to object storage, then grow the
-        persistent volume claim by 100 GiB with kubectl edit pvc.
-        """)
-    write(root, "runbooks/secrets/rotate-payment-keys.md", """
-        ---
-        title: Rotate the payment provider API keys
-        service: payments-gateway
-        readers: [group:security]
-        tags: [secrets]
-        ---
-        # Rotate the payment provider API keys
-
-        The payment provider keys are rotated every ninety days by the security team. Generate a
-        new key pair in the provider console, store it in the vault under payments/provider, and
-        roll the payments-gateway deployment.
-        """)
-    write(root, "wiki/onboarding.html", """
-        <html><head><title>Onboarding for new engineers</title></head><body>
-        <h1>Onboarding for new engineers</h1>
-        <p>Welcome to the platform team. In your first week you set up your laptop, request
-        access to the production read-only role and shadow an on-call shift.</p>
-        <h2>Access requests</h2>
-        <p>File an access request in the service desk for the VPN, the Grafana dashboards and
-        the deploy tool. Approvals take one business day.</p>
-        </body></html>
-        """)
-    write(root, "wiki/holiday-swaps.txt", """
-        Swapping on-call shifts over holidays
-
-        Post the swap in the on-call channel at least one week before the shift, and update
-        the paging schedule yourself. Both engineers must confirm the swap.
-        """)
-    return root
+    """The small knowledge base of ``tests/kb.py``, in a fresh folder."""
+    return write_kb(tmp_path / "kb")
 
 
 def free_port() -> int:

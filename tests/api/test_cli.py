@@ -21,10 +21,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from api_kb import ALL_PATHS, REDIS, SECRET, SECRET_TITLE, clean_env, write, write_kb
 from click.testing import CliRunner, Result
 
 from citewise.api.cli import cli
+from tests.kb import ALL_PATHS, REDIS, SECRET, SECRET_TITLE, clean_env, write, write_kb
 
 CITEWISE = Path(sys.executable).with_name("citewise")
 NO_CITEWISE_ENV = {k: None for k in os.environ if k.startswith("CITEWISE_")}

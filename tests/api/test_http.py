@@ -15,7 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from api_kb import (
+from fastapi.testclient import TestClient
+
+from citewise.api.app import create_app
+from citewise.api.composition import Services, build_services
+from citewise.ingest.runner import run_source
+from citewise.settings import Settings, SourceConfig
+from tests.kb import (
     ALL_PATHS,
     ONBOARDING,
     POSTGRES,
@@ -26,12 +32,6 @@ from api_kb import (
     write,
     write_kb,
 )
-from fastapi.testclient import TestClient
-
-from citewise.api.app import create_app
-from citewise.api.composition import Services, build_services
-from citewise.ingest.runner import run_source
-from citewise.settings import Settings, SourceConfig
 
 LOOPBACK = ("127.0.0.1", 50000)
 PROBLEM = "application/problem+json"

@@ -4,7 +4,7 @@ import pytest
 
 from citewise.connectors.folder import FolderConfig, FolderConnector
 from citewise.errors import SourceError
-from tests.conftest import write
+from tests.kb import write
 
 
 def test_lists_exactly_what_it_loads(kb):

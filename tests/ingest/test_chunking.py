@@ -3,7 +3,7 @@ from __future__ import annotations
 from citewise.connectors.folder import FolderConfig, FolderConnector
 from citewise.ingest.chunking import Chunker, slugify
 from citewise.ingest.parse import parse
-from tests.conftest import write
+from tests.kb import write
 
 
 def chunks_for(kb, rel, dense, max_tokens=200):

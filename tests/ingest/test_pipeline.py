@@ -12,7 +12,7 @@ from citewise.index.vectors import ChunkPoint, IndexFilter
 from citewise.ingest.runner import run_source
 from citewise.settings import SourceConfig
 from citewise.types import Identity
-from tests.conftest import write
+from tests.kb import write
 
 
 def ingest(services, folder, name="kb", readers=("public",), force=False):

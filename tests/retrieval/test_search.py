@@ -51,7 +51,7 @@ def test_outsiders_never_get_restricted_chunks(services, mode):
 
 
 def test_user_principal_grants_access(services, kb):
-    from tests.conftest import write
+    from tests.kb import write
 
     write(kb, "private/dana.md", "---\nreaders: [dana]\n---\n# Dana's notes\n\n"
           "The quarterly capacity plan for the Kafka brokers lives in this note.\n")

@@ -1,5 +1,6 @@
-"""The knowledge base of ``tests/conftest.py::kb``, written by a function so that module-scoped
-fixtures (one ingest per test module) can use it too."""
+"""A small knowledge base written by the tests: runbooks with front matter (one restricted to
+group:security), an HTML wiki page and a text file. A function rather than only a fixture, so
+that module-scoped fixtures (one ingest per test module) can use it too."""
 
 from __future__ import annotations
 
