@@ -55,9 +55,10 @@ def get_document(
 
 @router.get("/sources", summary="Sources and what they hold")
 def list_sources(request: Request, who: Annotated[Identity, Depends(identity)]) -> dict:
+    """Declared and indexed sources; counts include only documents the caller may read."""
     services = request.app.state.services
     declared = {s.name: s for s in services.settings.sources}
-    rows = {row["name"]: row for row in services.catalog.list_sources()}
+    rows = {row["name"]: row for row in services.catalog.list_sources(who.principals())}
     out = []
     for name in sorted(set(declared) | set(rows)):
         row = rows.get(name, {})

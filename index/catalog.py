@@ -266,16 +266,27 @@ class Catalog:
         row["state"] = json.loads(row["state"])
         return row
 
-    def list_sources(self) -> list[dict]:
-        sql = """
+    def list_sources(self, principals: list[str] | None = None) -> list[dict]:
+        """Sources with their document and chunk counts.
+
+        With ``principals``, only documents readable by one of them are counted: how many
+        restricted documents a source holds is itself something not everyone should learn.
+        """
+        readable = "1"
+        args: list[str] = []
+        if principals is not None:
+            marks = ",".join("?" * len(principals)) or "NULL"
+            readable = f"EXISTS (SELECT 1 FROM json_each(d.readers) WHERE value IN ({marks}))"
+            args = list(principals)
+        sql = f"""
             SELECT s.name, s.type, s.created_at, s.updated_at,
                    COUNT(d.id) AS documents, COALESCE(SUM(d.chunk_count), 0) AS chunks,
                    (SELECT MAX(finished_at) FROM ingest_runs r
                      WHERE r.source = s.name AND r.status = 'succeeded') AS last_success_at
-            FROM sources s LEFT JOIN documents d ON d.source = s.name
+            FROM sources s LEFT JOIN documents d ON d.source = s.name AND {readable}
             GROUP BY s.name ORDER BY s.name
         """
-        return [dict(r) for r in self._conn().execute(sql)]
+        return [dict(r) for r in self._conn().execute(sql, args)]
 
     def set_source_state(self, name: str, state: dict) -> None:
         self.db["sources"].update(name, {"state": json.dumps(state, default=str)})

@@ -357,12 +357,16 @@ def test_document_with_chunks(client):
 
 
 def test_sources_lists_kb(client):
-    resp = client.get("/v1/sources")
+    resp = client.get("/v1/sources", headers=SECURITY)
     assert resp.status_code == 200, resp.text
     (kb,) = [s for s in resp.json()["sources"] if s["name"] == "kb"]
     assert kb["type"] == "folder"
     assert kb["declared"] is False
     assert kb["documents"] == len(ALL_PATHS)
+    # Callers who cannot read the restricted runbook do not learn that it exists.
+    (public_view,) = [s for s in client.get("/v1/sources").json()["sources"]
+                      if s["name"] == "kb"]
+    assert public_view["documents"] == len(ALL_PATHS) - 1
     assert kb["chunks"] >= len(ALL_PATHS)
     assert kb["last_success_at"]
     assert kb["last_run"]["status"] == "succeeded"
