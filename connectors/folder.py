@@ -97,6 +97,10 @@ class FolderConnector:
                 if full.suffix.lower() in MEDIA_TYPES and self._admitted(rel):
                     yield rel
 
+    def count(self) -> int:
+        """How many documents ``load()`` will yield (a listing: cheap for a folder)."""
+        return sum(1 for _ in self.list_ids())
+
     @staticmethod
     def _walk_error(e: OSError) -> None:
         # A folder we cannot list would make its files look deleted: fail the listing instead.

@@ -21,8 +21,21 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry)
 
 
+class _BarFriendlyHandler(logging.StreamHandler):
+    """On a terminal, print through tqdm so that log lines do not tear a progress bar."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            from tqdm import tqdm
+
+            tqdm.write(self.format(record), file=self.stream)
+        except Exception:
+            self.handleError(record)
+
+
 def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    tty = fmt == "text" and sys.stderr.isatty()
+    handler = _BarFriendlyHandler(sys.stderr) if tty else logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:

@@ -138,6 +138,9 @@ class IngestPipeline:
         seen: set[str] = set()
         metrics.INGEST_RUNNING.inc()
         try:
+            # Connectors that can count cheaply (a folder listing) give the bar its total.
+            count = getattr(connector, "count", None)
+            progress.start(count() if callable(count) else None)
             for batch in connector.load(batch_size=batch_size):
                 prepared = []
                 for doc in batch:

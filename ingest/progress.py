@@ -11,6 +11,8 @@ log = logging.getLogger("citewise.ingest")
 
 
 class ProgressSink(Protocol):
+    def start(self, total: int | None) -> None: ...
+
     def documents(self, n: int) -> None: ...
 
     def chunks_embedded(self, n: int) -> None: ...
@@ -19,6 +21,9 @@ class ProgressSink(Protocol):
 
 
 class SilentProgress:
+    def start(self, total: int | None) -> None:
+        pass
+
     def documents(self, n: int) -> None:
         pass
 
@@ -43,6 +48,11 @@ class TerminalProgress:
             from tqdm import tqdm
 
             self._bar = tqdm(total=total, desc=f"ingest {source}", unit="doc", leave=True)
+
+    def start(self, total: int | None) -> None:
+        if self._bar is not None and total is not None:
+            self._bar.total = total
+            self._bar.refresh()
 
     def documents(self, n: int) -> None:
         self.done += n
