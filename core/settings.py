@@ -67,7 +67,9 @@ class Settings(BaseSettings):
 
     # Vector index
     qdrant_url: str | None = Field(
-        default=None, description="Qdrant server URL; unset = embedded Qdrant in the data folder."
+        default=None,
+        description="Qdrant server URL; unset = embedded Qdrant in the data folder "
+        "(`local:<folder>` = qdrant-client's local mode, as the tests use).",
     )
     qdrant_api_key: str | None = Field(default=None, description="API key for the Qdrant server.")
     qdrant_collection: str = Field(default="citewise", description="Collection on the server.")
