@@ -97,6 +97,10 @@ class StderrProgress:
         self.documents_done = 0
         self.embedded = 0
         self._last = time.monotonic()
+        self.total: int | None = None
+
+    def start(self, total: int | None) -> None:
+        self.total = total
 
     def documents(self, n: int) -> None:
         self.documents_done += n
