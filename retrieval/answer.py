@@ -83,6 +83,7 @@ class _Unit:
     position: int
     is_code: bool
     score: float = 0.0
+    terms: set[str] = field(default_factory=set)  # stemmed BM25 terms
 
 
 class AnswerService:
@@ -140,7 +141,16 @@ class AnswerService:
 
     # Extractive ----------------------------------------------------------------------------
     def _extractive(self, question: str, query_vec: np.ndarray, results: list[SearchResult]):
-        units = [u for rank, r in enumerate(results) for u in _units(r.text, rank)]
+        q_terms = set(self.sparse.terms(question))
+        title_terms = [set(self.sparse.terms(r.title)) for r in results]
+        units = []
+        for rank, r in enumerate(results):
+            for u in _units(r.text, rank):
+                # A unit that only restates the question or the title has nothing to quote;
+                # dropping it before embedding keeps this hot path short.
+                u.terms = set(self.sparse.terms(u.text))
+                if u.is_code or len(u.terms - q_terms - title_terms[rank]) >= 3:
+                    units.append(u)
         if not units:
             return Answer(answer=NO_ANSWER, abstained=True)
         # Each unit is embedded with its passage's title and heading, as chunks are: "Scale
@@ -149,15 +159,9 @@ class AnswerService:
             embedding_text(results[u.result_rank].title, results[u.result_rank].heading, u.text)
             for u in units
         ], use_cache=False)
-        q_terms = set(self.sparse.terms(question))
         wants_steps = bool(_ACTION_QUESTION.search(question))
         for u, v in zip(units, vecs, strict=True):
-            terms = set(self.sparse.terms(u.text))
-            known = q_terms | set(self.sparse.terms(results[u.result_rank].title))
-            if not u.is_code and len(terms - known) < 3:
-                u.score = -1.0  # restates the question or the title: nothing to quote
-                continue
-            overlap = len(q_terms & terms) / max(1, len(q_terms))
+            overlap = len(q_terms & u.terms) / max(1, len(q_terms))
             # Similarity first, shared words second, and a nudge towards better-ranked passages.
             u.score = float(v @ query_vec) + 0.15 * overlap - 0.02 * u.result_rank
             if wants_steps and _ACTION_HEADING.search(results[u.result_rank].heading):
@@ -168,8 +172,6 @@ class AnswerService:
         chosen: list[_Unit] = []
         passages: set[int] = set()
         for u in best:
-            if u.score < 0:
-                break
             if len(chosen) >= self.max_units or u.score < best[0].score - 0.12:
                 break
             if u.result_rank not in passages and len(passages) >= 2:
@@ -187,6 +189,8 @@ class AnswerService:
                     chosen.append(nxt)
         if wants_steps:
             chosen.extend(self._steps_if_missing(units, chosen, results))
+        if not chosen:
+            return Answer(answer=NO_ANSWER, abstained=True)
         chosen.sort(key=lambda u: (u.result_rank, u.position))
         citations: dict[int, Citation] = {}
         sentences = []
@@ -215,8 +219,7 @@ class AnswerService:
         top_doc = results[0].document_id
         candidates = [
             u for u in units
-            if u.score >= 0
-            and results[u.result_rank].document_id == top_doc
+            if results[u.result_rank].document_id == top_doc
             and _ACTION_HEADING.search(results[u.result_rank].heading)
         ]
         if not candidates:
