@@ -104,6 +104,7 @@ def build_services(settings: Settings) -> Services:
         dense=dense,
         sparse=sparse,
         chunk_max_tokens=settings.chunk_max_tokens,
+        work_dir=settings.data_dir,
     )
     search = SearchService(
         catalog=catalog, index=index, dense=dense, sparse=sparse, prefetch=settings.search_prefetch

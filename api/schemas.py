@@ -57,6 +57,10 @@ class SearchHit(BaseModel):
     end_line: int | None
     service: str | None
     tags: list[str] | None
+    symbol: str | None = Field(default=None, description="Code chunks: the function or class.")
+    metadata: dict | None = Field(
+        default=None, description="What the source knows: repository, language, last commit..."
+    )
 
 
 class SearchResponse(BaseModel):
@@ -88,6 +92,7 @@ class CitationOut(BaseModel):
     url: str | None
     start_line: int | None
     end_line: int | None
+    symbol: str | None = None
     score: float
 
 

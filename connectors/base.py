@@ -1,21 +1,26 @@
 """The connector contract: small capabilities, not one fat base class.
 
 A connector knows one kind of source and produces ``SourceDocument``s; it knows nothing of
-chunks, vectors or storage. Two capabilities matter to the pipeline:
+chunks, vectors or storage. The pipeline uses one of two capabilities:
 
-* ``load()`` yields every document the source currently admits, in batches (never one big list),
-  so memory stays flat on large sources.
-* ``list_ids()`` yields the external ids of those same documents without reading their bodies.
-  The pipeline deletes catalog documents missing from this listing, so it must admit exactly
-  the documents ``load()`` admits, or pruning deletes the wrong ones. If the source cannot be
-  listed completely, raise ``SourceError`` instead of returning a partial listing.
+* **load + list ids** (a folder): ``load()`` yields every document the source admits, in
+  batches (never one big list), so memory stays flat; the pipeline deletes catalog documents that
+  the run did not see. ``list_ids()`` yields the same ids without reading bodies; it must admit
+  exactly the documents ``load()`` admits, or pruning deletes the wrong ones.
+* **sync** (git, Confluence): the source can say what changed since a state it returned last
+  time (a commit, a modification time), so a run reads only that. ``sync()`` yields
+  ``SyncBatch``es: changed documents, ids known to be deleted, and, in a full pass, the complete
+  list of live ids. See ``SyncRequest`` and ``SyncBatch`` for who persists what, and when.
 
-A document that cannot be read is yielded with ``error`` set, so the run records it and goes on.
+If the source cannot be read or listed completely, raise ``SourceError`` instead of returning a
+partial listing: the pipeline then deletes nothing and keeps the old state. A single document
+that cannot be read is yielded with ``error`` set, so the run records it and goes on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, runtime_checkable
 
 from citewise.types import SourceDocument
@@ -31,3 +36,46 @@ class LoadConnector(Protocol):
 @runtime_checkable
 class ListIdsConnector(Protocol):
     def list_ids(self) -> Iterator[str]: ...
+
+
+@dataclass
+class SyncRequest:
+    """What the pipeline hands a syncing connector at the start of a run."""
+
+    # The ``state`` the connector returned when the last run finished; {} the first time.
+    state: dict = field(default_factory=dict)
+    # The last ``checkpoint`` of a run that did not finish (crashed, killed, source failed):
+    # resume from it instead of starting over.
+    checkpoint: dict | None = None
+    # External ids that failed in the last finished run: read them again, whatever changed.
+    retry: list[str] = field(default_factory=list)
+    # ``--force``: list and yield everything, with ``live_ids``.
+    full: bool = False
+
+
+@dataclass
+class SyncBatch:
+    """One step of a sync run. Every field is optional; a batch may carry only a checkpoint."""
+
+    # New or changed documents (all of them in a full pass). Unchanged ones are still skipped by
+    # content hash, so yielding one costs a read, never an embedding.
+    documents: list[SourceDocument] = field(default_factory=list)
+    # External ids known to be gone from the source.
+    deleted: list[str] = field(default_factory=list)
+    # Only in a full listing pass, at most once a run: the complete set of ids the source admits.
+    # Catalog documents missing from it are deleted after the last batch.
+    live_ids: list[str] | None = None
+    # Persisted as soon as this batch is written; returned as ``SyncRequest.checkpoint`` if the
+    # run does not finish.
+    checkpoint: dict | None = None
+    # The state to persist when the run finishes (succeeded or partial); the last one wins.
+    state: dict | None = None
+    # Documents this run expects, for the progress bar.
+    total: int | None = None
+
+
+@runtime_checkable
+class SyncConnector(Protocol):
+    source_type: ClassVar[str]
+
+    def sync(self, request: SyncRequest, batch_size: int = 32) -> Iterator[SyncBatch]: ...

@@ -59,7 +59,9 @@ class FolderConnector:
         self.root = Path(config.path).expanduser().resolve()
 
     @classmethod
-    def from_options(cls, options: dict, readers: list[str]) -> FolderConnector:
+    def from_options(
+        cls, options: dict, readers: list[str], *, data_dir: Path | None = None
+    ) -> FolderConnector:
         if "path" not in options:
             raise SourceError("a folder source needs a 'path' setting")
         known = {"path", "include", "exclude", "url_base", "max_file_bytes"}

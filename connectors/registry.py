@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from citewise.connectors.folder import FolderConnector
 from citewise.errors import ConfigError
 from citewise.settings import SourceConfig
@@ -9,7 +11,9 @@ from citewise.settings import SourceConfig
 CONNECTOR_TYPES = {FolderConnector.source_type: FolderConnector}
 
 
-def build_connector(source: SourceConfig):
+def build_connector(source: SourceConfig, *, data_dir: Path | None = None):
+    """The source's connector. ``data_dir`` is where a connector may keep working files
+    (a git clone); connectors that keep none ignore it."""
     try:
         cls = CONNECTOR_TYPES[source.type]
     except KeyError:
@@ -17,4 +21,4 @@ def build_connector(source: SourceConfig):
             f"source {source.name!r} has unknown type {source.type!r}",
             hint=f"known types: {', '.join(sorted(CONNECTOR_TYPES))}",
         ) from None
-    return cls.from_options(source.options(), source.readers)
+    return cls.from_options(source.options(), source.readers, data_dir=data_dir or Path("data"))

@@ -209,7 +209,8 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
             file_values["data_dir"] = path.parent / file_values["data_dir"]
         for s in raw.get("sources", []):
             s = dict(s)
-            if "path" in s and s.get("type") == "folder":
+            # A local path is relative to the file; a URL (a git remote) is left alone.
+            if isinstance(s.get("path"), str) and "://" not in s["path"]:
                 s["path"] = str(path.parent / s["path"])
             sources.append(s)
         file_values["config_file"] = path

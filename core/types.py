@@ -81,6 +81,9 @@ class SourceDocument:
     media_type: str  # text/markdown, text/html, text/plain
     path: str | None = None  # relative to the source root, for file sources
     url: str | None = None
+    # A per-chunk link: ``{start}``/``{end}`` (the chunk's lines) and ``{anchor}`` (its heading)
+    # are filled in at search time, e.g. ``https://git.example/blob/<sha>/x.py#L{start}-L{end}``.
+    link_template: str | None = None
     readers: list[str] = field(default_factory=lambda: [PUBLIC])
     metadata: dict = field(default_factory=dict)
     tags: list[str] = field(default_factory=list)
@@ -110,6 +113,7 @@ class Chunk:
     start_line: int | None = None
     end_line: int | None = None
     token_count: int = 0
+    symbol: str | None = None  # for code: "class RetryPolicy > def backoff"
 
     def location(self) -> dict:
         """Where the chunk sits and what it says: stored with it in the catalog and the index."""
@@ -120,6 +124,7 @@ class Chunk:
             "text": self.text,
             "start_line": self.start_line,
             "end_line": self.end_line,
+            "symbol": self.symbol,
         }
 
 

@@ -117,6 +117,11 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX ingest_errors_run ON ingest_errors(run_id);
     """,
+    # 2: code chunks name their symbol; documents keep their per-chunk link template.
+    """
+    ALTER TABLE chunks ADD COLUMN symbol TEXT;
+    ALTER TABLE documents ADD COLUMN link_template TEXT;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -145,6 +150,7 @@ class DocumentRecord:
     chunk_count: int = 0
     size_bytes: int = 0
     updated_at: str | None = None
+    link_template: str | None = None
 
     @classmethod
     def from_row(cls, row: dict) -> DocumentRecord:

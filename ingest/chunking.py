@@ -14,18 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from citewise.index.embedder import embedding_text
+from citewise.ingest.anchors import AnchorStyle, github_anchor, slugify  # noqa: F401
 from citewise.ingest.parse import Element
 from citewise.types import Chunk
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])")
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
-
-
-def slugify(heading: str) -> str:
-    """GitHub-style anchor: lowercase, punctuation dropped, spaces to dashes."""
-    s = heading.strip().lower()
-    s = re.sub(r"[^\w\- ]", "", s)
-    return re.sub(r"\s", "-", s)
 
 
 @dataclass
@@ -47,12 +41,16 @@ class Chunker:
         elements: list[Element],
         source_text: str | None = None,
         line_offset: int = 0,
+        anchor: AnchorStyle = github_anchor,
     ) -> list[Chunk]:
         locator = _LineLocator(source_text, line_offset) if source_text else None
         chunks: list[Chunk] = []
         stack: list[tuple[int, str]] = []  # (depth, heading) of the current section
         pieces: list[_Piece] = []
         section_line: list[int | None] = [None]  # the current heading's line in the source
+
+        def anchor_of(heading: str) -> str:
+            return anchor(heading, title)
 
         def heading_path() -> str:
             return " > ".join(h for _, h in stack)
@@ -69,12 +67,12 @@ class Chunker:
             for piece in pieces:
                 for part in self._fit(piece, budget):
                     if group and used + part.tokens > budget:
-                        self._emit(chunks, document_id, path, stack, group, locator)
+                        self._emit(chunks, document_id, path, stack, group, locator, anchor_of)
                         group, used = [], 0
                     group.append(part)
                     used += part.tokens
             if group:
-                self._emit(chunks, document_id, path, stack, group, locator)
+                self._emit(chunks, document_id, path, stack, group, locator, anchor_of)
             # A section's first chunk starts at its heading: that is where a citation lands.
             if section_line[0] is not None and first < len(chunks):
                 chunks[first].start_line = section_line[0]
@@ -124,7 +122,7 @@ class Chunker:
             parts.append(_Piece(text, self.count_tokens(text), current[0]))
         return parts
 
-    def _emit(self, chunks, document_id, path, stack, group, locator) -> None:
+    def _emit(self, chunks, document_id, path, stack, group, locator, anchor_of) -> None:
         text = "\n".join(p.text for p in group)
         start = end = None
         if locator:
@@ -137,7 +135,7 @@ class Chunker:
                 ordinal=len(chunks),
                 text=text,
                 heading=path,
-                anchor=slugify(stack[-1][1]) if stack else None,
+                anchor=anchor_of(stack[-1][1]) if stack else None,
                 start_line=start,
                 end_line=end,
                 token_count=sum(p.tokens for p in group),

@@ -20,6 +20,14 @@ For each document the connector yields:
 
 A document that fails (unreadable, unparseable) is recorded with its error; its previously
 indexed version stays live, and the run goes on.
+
+Connectors that can say what changed (``SyncConnector``: git, Confluence) get a ``SyncRequest``
+built from the source's stored state: the state of the last finished run, the checkpoint of an
+unfinished one, and the ids that failed last time. Their checkpoints are stored after each batch
+is written; their state only when the run finishes, so a failed run is retried from where the
+last good one ended, never skipped.
+
+Every document goes through secret redaction before it is hashed, stored or chunked.
 """
 
 from __future__ import annotations
@@ -30,9 +38,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC
+from pathlib import Path
 
 from citewise import metrics
-from citewise.connectors.base import LoadConnector
+from citewise.connectors.base import LoadConnector, SyncConnector, SyncRequest
 from citewise.errors import CitewiseError, DocumentError, SourceError
 from citewise.index.blobs import BlobStore
 from citewise.index.catalog import (
@@ -46,14 +55,19 @@ from citewise.index.catalog import (
 from citewise.index.embedder import DenseEncoder, embedding_text
 from citewise.index.sparse import Bm25Encoder
 from citewise.index.vectors import ChunkPoint, VectorIndex
+from citewise.ingest.anchors import anchor_style
 from citewise.ingest.chunking import Chunker
 from citewise.ingest.parse import document_text, parse
 from citewise.ingest.progress import ProgressSink, SilentProgress
+from citewise.ingest.redact import redact_document
 from citewise.types import Chunk, SourceDocument
 
 log = logging.getLogger("citewise.ingest")
 
 CHUNKER_VERSION = "sections-v1"
+CODE_CHUNKER_VERSION = "code-v1"
+# Media type of source code and config files: chunked along their structure, not parsed as prose.
+CODE_MEDIA_TYPE = "text/x-code"
 # A run may delete at most this share of a source's documents without --force...
 MASS_DELETION_SHARE = 0.5
 # ...once the source has at least this many (small sources churn legitimately).
@@ -98,22 +112,26 @@ class IngestPipeline:
         dense: DenseEncoder,
         sparse: Bm25Encoder,
         chunk_max_tokens: int = 200,
+        work_dir: Path | None = None,
     ) -> None:
         self.catalog = catalog
         self.index = index
         self.blobs = blobs
         self.dense = dense
         self.sparse = sparse
+        # Where connectors may keep working files (a git clone); the data folder in production.
+        self.work_dir = work_dir or Path("data")
         self.chunker = Chunker(dense.count_tokens, chunk_max_tokens)
         self.signature = "|".join(
-            [CHUNKER_VERSION, str(chunk_max_tokens), dense.model_id, sparse.version]
+            [CHUNKER_VERSION, CODE_CHUNKER_VERSION, str(chunk_max_tokens), dense.model_id,
+             sparse.version]
         )
 
     def run(
         self,
         source: str,
         source_type: str,
-        connector: LoadConnector,
+        connector: LoadConnector | SyncConnector,
         *,
         config: dict | None = None,
         trigger: str = "cli",
@@ -137,32 +155,47 @@ class IngestPipeline:
         existing = self.catalog.documents_of_source(source)
         seen: set[str] = set()
         metrics.INGEST_RUNNING.inc()
+
+        def process(batch: list[SourceDocument]) -> None:
+            prepared = []
+            for doc in batch:
+                seen.add(doc.external_id)
+                counts.seen += 1
+                item = self._prepare(source, doc, existing.get(doc.external_id), force,
+                                     repair, report)
+                if item is not None:
+                    prepared.append(item)
+            self._write_batch(source, prepared, counts, report, progress)
+            progress.documents(len(batch))
+            self.catalog.update_run(run_id, counts)
+            if on_counts:
+                on_counts(counts)
+
+        sync_state: dict | None = None
         try:
-            # Connectors that can count cheaply (a folder listing) give the bar its total.
-            count = getattr(connector, "count", None)
-            progress.start(count() if callable(count) else None)
-            for batch in connector.load(batch_size=batch_size):
-                prepared = []
-                for doc in batch:
-                    seen.add(doc.external_id)
-                    counts.seen += 1
-                    item = self._prepare(source, doc, existing.get(doc.external_id), force,
-                                         repair, report)
-                    if item is not None:
-                        prepared.append(item)
-                self._write_batch(source, prepared, counts, report, progress)
-                progress.documents(len(batch))
-                self.catalog.update_run(run_id, counts)
-                if on_counts:
-                    on_counts(counts)
-            # Only a complete listing may delete: a source that failed half-way raised above.
-            gone = [record for external_id, record in existing.items() if external_id not in seen]
+            if isinstance(connector, SyncConnector):
+                gone, sync_state = self._sync(source, connector, process, existing, seen,
+                                              force, progress, batch_size)
+            else:
+                # Connectors that can count cheaply (a folder listing) give the bar its total.
+                count = getattr(connector, "count", None)
+                progress.start(count() if callable(count) else None)
+                for batch in connector.load(batch_size=batch_size):
+                    process(batch)
+                # Only a complete listing may delete: a source that failed half-way raised.
+                gone = [record for ext, record in existing.items() if ext not in seen]
             self._check_mass_deletion(source, len(gone), len(existing), force)
             for record in gone:
                 self.delete_document(record)
                 counts.deleted += 1
                 metrics.INGEST_DOCUMENTS.labels(source, "deleted").inc()
             report.status = "partial" if counts.failed else "succeeded"
+            if sync_state is not None:
+                # Documents that failed are read again next run, whatever the source says changed.
+                failed = sorted({e for e, _ in report.errors if e})
+                self.catalog.set_source_state(
+                    source, {"cursor": sync_state, "checkpoint": None, "retry": failed}
+                )
             if counts.updated or counts.deleted:
                 # Replaced and deleted points are only tombstoned until the engine compacts.
                 self.index.optimize()
@@ -182,6 +215,47 @@ class IngestPipeline:
             progress.close()
         self._finish(report, started)
         return report
+
+    def _sync(
+        self,
+        source: str,
+        connector: SyncConnector,
+        process: Callable[[list[SourceDocument]], None],
+        existing: dict[str, DocumentRecord],
+        seen: set[str],
+        force: bool,
+        progress: ProgressSink,
+        batch_size: int,
+    ) -> tuple[list[DocumentRecord], dict]:
+        """Run a syncing connector; return the documents to delete and the state to keep."""
+        stored = (self.catalog.get_source(source) or {}).get("state") or {}
+        request = SyncRequest(
+            state=dict(stored.get("cursor") or {}),
+            checkpoint=stored.get("checkpoint"),
+            retry=list(stored.get("retry") or []),
+            full=force,
+        )
+        state = request.state
+        deleted: set[str] = set()
+        live: set[str] | None = None
+        progress.start(None)
+        for batch in connector.sync(request, batch_size=batch_size):
+            if batch.total is not None:
+                progress.start(batch.total)
+            if batch.documents:
+                process(batch.documents)
+            deleted.update(batch.deleted)
+            if batch.live_ids is not None:
+                live = set(batch.live_ids)
+            if batch.state is not None:
+                state = batch.state
+            if batch.checkpoint is not None:
+                # The batch above is written: a crash from here on resumes after it.
+                self.catalog.set_source_state(source, {**stored, "checkpoint": batch.checkpoint})
+        gone_ids = {e for e in deleted if e not in seen}
+        if live is not None:
+            gone_ids |= {e for e in existing if e not in live and e not in seen}
+        return [existing[e] for e in sorted(gone_ids) if e in existing], state
 
     def _check_mass_deletion(self, source: str, gone: int, existing: int, force: bool) -> None:
         """Refuse a run that would delete most of a sizeable source, unless forced.
@@ -224,6 +298,14 @@ class IngestPipeline:
         if doc.error:
             self._fail(source, report, doc.external_id, doc.error)
             return None
+        try:
+            # Before hashing, so the stored blob, the catalog and the index only ever see the
+            # redacted text.
+            doc = redact_document(doc)
+        except Exception as e:  # never store a document we could not check for secrets
+            log.exception("redaction failed for %s", doc.external_id)
+            self._fail(source, report, doc.external_id, f"secret scan failed: {e}")
+            return None
         doc_id = document_id(source, doc.external_id)
         if (
             previous is not None
@@ -236,10 +318,7 @@ class IngestPipeline:
             metrics.INGEST_DOCUMENTS.labels(source, "unchanged").inc()
             return None
         try:
-            elements = parse(doc)
-            chunks = self.chunker.chunk(
-                doc_id, doc.title, elements, document_text(doc), doc.body_line_offset
-            )
+            chunks = self._chunk(doc_id, doc)
         except DocumentError as e:
             self._fail(source, report, doc.external_id, e.message)
             return None
@@ -248,6 +327,19 @@ class IngestPipeline:
             self._fail(source, report, doc.external_id, f"{type(e).__name__}: {e}")
             return None
         return _Prepared(doc, doc_id, previous, chunks)
+
+    def _chunk(self, doc_id: str, doc: SourceDocument) -> list[Chunk]:
+        if doc.media_type == CODE_MEDIA_TYPE:
+            from citewise.ingest.code_chunking import chunk_code
+
+            return chunk_code(
+                doc_id, doc, document_text(doc), self.dense.count_tokens, self.chunker.max_tokens
+            )
+        elements = parse(doc)
+        return self.chunker.chunk(
+            doc_id, doc.title, elements, document_text(doc), doc.body_line_offset,
+            anchor=anchor_style(doc.metadata.get("anchor_style")),
+        )
 
     def _refresh_unchanged(
         self, doc: SourceDocument, previous: DocumentRecord, repair: bool
@@ -316,6 +408,8 @@ class IngestPipeline:
             "tags": doc.tags,
             "service": service,
             "path_prefixes": path_prefixes(doc.path),
+            "link_template": doc.link_template,
+            "meta": doc.metadata,
         }
         points = [
             ChunkPoint(
@@ -348,6 +442,7 @@ class IngestPipeline:
             chunk_count=len(p.chunks),
             size_bytes=len(doc.content),
             updated_at=doc.updated_at.astimezone(UTC).isoformat() if doc.updated_at else None,
+            link_template=doc.link_template,
         )
         self.catalog.save_document(record, p.chunks, ids)
         self.index.delete_document(p.doc_id, keep_version=version)

@@ -54,7 +54,7 @@ def run_source(
     progress=None, on_counts=None,
 ) -> RunReport:
     """Build the source's connector and run the pipeline over it."""
-    connector = build_connector(source)
+    connector = build_connector(source, data_dir=pipeline.work_dir)
     config = {"type": source.type, "readers": source.readers, **source.options()}
     return pipeline.run(
         source.name,

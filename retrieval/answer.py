@@ -55,6 +55,7 @@ class Citation:
     url: str | None = None
     start_line: int | None = None
     end_line: int | None = None
+    symbol: str | None = None
     score: float = 0.0
 
 
@@ -263,6 +264,7 @@ def _citation(n: int, r: SearchResult, quote: list[str]) -> Citation:
         url=r.url,
         start_line=r.start_line,
         end_line=r.end_line,
+        symbol=r.symbol,
         score=r.score,
     )
 

@@ -44,6 +44,8 @@ class SearchResult:
     end_line: int | None = None
     service: str | None = None
     tags: list[str] | None = None
+    symbol: str | None = None  # code chunks: the function or class they hold
+    metadata: dict | None = None  # what the connector knows: repository, language, commit...
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -141,12 +143,14 @@ class SearchService:
                     text=p.get("text") or "",
                     score=round(float(h.score), 6),
                     path=p.get("path"),
-                    url=_deep_link(p.get("url"), p.get("anchor")),
+                    url=chunk_link(p),
                     anchor=p.get("anchor"),
                     start_line=p.get("start_line"),
                     end_line=p.get("end_line"),
                     service=p.get("service"),
                     tags=p.get("tags") or [],
+                    symbol=p.get("symbol"),
+                    metadata=p.get("meta") or {},
                 )
             )
             if len(results) == top_k:
@@ -155,7 +159,24 @@ class SearchService:
         return results
 
 
-def _deep_link(url: str | None, anchor: str | None) -> str | None:
+def chunk_link(payload: dict) -> str | None:
+    """The most precise link to a chunk: its lines or its heading, else its document.
+
+    A connector's ``link_template`` (``.../blob/<sha>/app.py#L{start}-L{end}``) is pinned to the
+    indexed commit, so the link shows exactly the lines that were indexed even after the branch
+    moves on.
+    """
+    url, anchor = payload.get("url"), payload.get("anchor")
+    template = payload.get("link_template")
+    start, end = payload.get("start_line"), payload.get("end_line")
+    if template:
+        needs_lines = "{start}" in template or "{end}" in template
+        if not (needs_lines and start is None) and not ("{anchor}" in template and not anchor):
+            return (
+                template.replace("{start}", str(start))
+                .replace("{end}", str(end or start))
+                .replace("{anchor}", anchor or "")
+            )
     if not url:
         return None
     return f"{url}#{anchor}" if anchor and "#" not in url else url

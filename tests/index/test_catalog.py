@@ -43,3 +43,25 @@ def test_interrupted_runs_are_marked_on_next_start(tmp_path):
     first = catalog.start_run("a", "cli")
     catalog.start_run("a", "cli")
     assert catalog.get_run(first)["status"] == "interrupted"
+
+
+def test_a_catalog_of_the_first_schema_is_upgraded_in_place(tmp_path):
+    """A catalog written by the first release keeps its rows and gains the new columns."""
+    import sqlite3
+
+    from citewise.index.catalog import MIGRATIONS
+
+    path = tmp_path / "catalog.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(MIGRATIONS[0] + "\nPRAGMA user_version = 1;")
+    conn.execute(
+        "INSERT INTO sources (name, type, created_at, updated_at) VALUES ('kb', 'folder', 'x', 'x')"
+    )
+    conn.commit()
+    conn.close()
+    catalog = Catalog(path)
+    assert catalog.schema_version() == SCHEMA_VERSION
+    assert catalog.get_source("kb")["type"] == "folder"
+    columns = {r[1] for r in catalog._conn().execute("PRAGMA table_info(chunks)")}
+    assert "symbol" in columns
+    catalog.close()
