@@ -1,0 +1,209 @@
+"""Code chunking: structure, exact lines, symbols and the embedding window, on real code."""
+
+from __future__ import annotations
+
+import pytest
+
+from citewise.index.embedder import embedding_text
+from citewise.ingest.code_chunking import chunk_code
+from citewise.types import SourceDocument
+
+PYTHON = '''"""Retry policy for outbound calls."""
+
+import random
+
+MAX_ATTEMPTS = 4
+
+
+# Backoff grows with each attempt; jitter spreads retries from many clients.
+def backoff(attempt: int) -> float:
+    return min(30.0, 0.5 * 2 ** attempt) * random.random()
+
+
+class RetryPolicy:
+    """When and how often to retry."""
+
+    budget = 3
+
+    @classmethod
+    def default(cls) -> "RetryPolicy":
+        """The policy most clients use."""
+        return cls()
+
+    def should_retry(self, attempt: int, status: int) -> bool:
+        return attempt < self.budget and status >= 500
+
+
+if __name__ == "__main__":
+    print(backoff(2))
+'''
+
+GO = '''package payments
+
+import (
+	"fmt"
+	"time"
+)
+
+// Client calls the payment provider.
+type Client struct {
+	BaseURL string
+	Retries int
+}
+
+// Charge charges a card, retrying on 5xx.
+func (c *Client) Charge(amount int) error {
+	for i := 0; i < c.Retries; i++ {
+		if err := c.try(amount); err == nil {
+			return nil
+		}
+		time.Sleep(time.Second)
+	}
+	return fmt.Errorf("charge failed after %d tries", c.Retries)
+}
+
+func NewClient(url string) *Client {
+	return &Client{BaseURL: url, Retries: 3}
+}
+'''
+
+TS = '''import { Region } from "./regions";
+
+/** Picks the deploy region: the flag, else the team default. */
+export function pickRegion(flag?: string): Region {
+  if (flag) {
+    return flag as Region;
+  }
+  return "eu-west-1";
+}
+
+export class Deployer {
+  constructor(private readonly region: Region) {}
+
+  async deploy(app: string): Promise<void> {
+    console.log(`deploying ${app} to ${this.region}`);
+  }
+}
+'''
+
+YAML = '''name: deploy
+on:
+  push:
+    branches: [main]
+jobs:
+  deploy:
+    runs-on: ubuntu-latest
+    steps:
+      - name: Check out
+        uses: actions/checkout@v4
+      - name: Deploy
+        run: ./deploy/deploy.sh
+'''
+
+
+def chunks_of(dense, text, language, path="src/file", max_tokens=200):
+    doc = SourceDocument(external_id=path, title=path, content=text.encode(),
+                         media_type="text/x-code", path=path, metadata={"language": language})
+    return chunk_code("doc", doc, text, dense.count_tokens, max_tokens)
+
+
+def assert_exact(chunks, text, dense, title, max_tokens=200):
+    """Each chunk is exactly its lines, within the window; every non-blank line is covered."""
+    lines = text.split("\n")
+    covered = set()
+    for c in chunks:
+        assert c.anchor is None
+        assert c.text == "\n".join(lines[c.start_line - 1 : c.end_line])
+        assert dense.count_tokens(embedding_text(title, c.heading, c.text)) <= max_tokens
+        covered.update(range(c.start_line, c.end_line + 1))
+    assert [n for n, line in enumerate(lines, 1) if line.strip() and n not in covered] == []
+    assert [c.ordinal for c in chunks] == list(range(len(chunks)))
+
+
+def find(chunks, symbol):
+    found = [c for c in chunks if c.symbol == symbol]
+    assert found, [c.symbol for c in chunks]
+    return found[0]
+
+
+def test_python_definitions_with_decorators_docstrings_and_comments(dense):
+    chunks = chunks_of(dense, PYTHON, "python", "app/retry.py")
+    assert_exact(chunks, PYTHON, dense, "app/retry.py")
+    lines = PYTHON.split("\n")
+    backoff = find(chunks, "def backoff")
+    # The comment right above the function belongs to it.
+    assert lines[backoff.start_line - 1].startswith("# Backoff grows")
+    assert backoff.heading == "def backoff"
+    default = find(chunks, "class RetryPolicy > def default")
+    assert lines[default.start_line - 1].strip() == "@classmethod"
+    assert '"""The policy most clients use."""' in default.text
+    should = find(chunks, "class RetryPolicy > def should_retry")
+    assert should.end_line == should.start_line + 1
+    # The class line, docstring and attribute stay together under the class's name.
+    header = find(chunks, "class RetryPolicy")
+    assert "budget = 3" in header.text and "def " not in header.text
+    # Module-level code is packed, without a symbol, under the file's path.
+    module = [c for c in chunks if c.symbol is None]
+    assert module and all(c.heading == "app/retry.py" for c in module)
+    assert any("MAX_ATTEMPTS = 4" in c.text for c in module)
+    assert any('if __name__ == "__main__":' in c.text for c in module)
+
+
+def test_long_function_is_split_along_statements_within_the_window(dense):
+    body = "\n".join(f"    total += compute_step_{i}(value, factor={i})" for i in range(120))
+    text = f"def accumulate(value):\n    total = 0\n{body}\n    return total\n"
+    chunks = chunks_of(dense, text, "python", "app/steps.py", max_tokens=120)
+    assert len(chunks) > 3
+    assert {c.symbol for c in chunks} == {"def accumulate"}
+    assert_exact(chunks, text, dense, "app/steps.py", max_tokens=120)
+    assert chunks[0].start_line == 1 and chunks[-1].end_line == 123
+
+
+def test_go_methods_types_and_doc_comments(dense):
+    chunks = chunks_of(dense, GO, "go", "payments/client.go")
+    assert_exact(chunks, GO, dense, "payments/client.go")
+    charge = find(chunks, "Client > func Charge")
+    assert GO.split("\n")[charge.start_line - 1].startswith("// Charge charges")
+    assert charge.text.endswith("}")
+    assert find(chunks, "func NewClient").end_line == GO.rstrip("\n").count("\n") + 1
+    assert find(chunks, "type Client")
+
+
+def test_typescript_functions_classes_and_methods(dense):
+    chunks = chunks_of(dense, TS, "typescript", "deploy/region.ts")
+    assert_exact(chunks, TS, dense, "deploy/region.ts")
+    pick = find(chunks, "function pickRegion")
+    assert TS.split("\n")[pick.start_line - 1].startswith("/** Picks the deploy region")
+    assert find(chunks, "class Deployer > deploy()")
+
+
+def test_yaml_blocks_by_key(dense):
+    chunks = chunks_of(dense, YAML, "yaml", ".github/workflows/deploy.yml")
+    assert_exact(chunks, YAML, dense, ".github/workflows/deploy.yml")
+    jobs = find(chunks, "jobs")
+    assert jobs.start_line == 5 and jobs.end_line == 12
+
+
+def test_unknown_language_and_minified_line_stay_within_the_window(dense):
+    minified = "var a=" + "+".join(f"f{i}(x{i})" for i in range(600)) + ";"
+    text = f"first block\nstill first\n\nsecond block\n\n{minified}\n"
+    chunks = chunks_of(dense, text, "text", "weird.xyz", max_tokens=100)
+    for c in chunks:
+        assert dense.count_tokens(embedding_text("weird.xyz", c.heading, c.text)) <= 100
+    long_line = [c for c in chunks if c.start_line == 6]
+    assert len(long_line) > 2 and all(c.end_line == 6 for c in long_line)
+    assert chunks[0].text == "first block\nstill first\n\nsecond block"
+
+
+@pytest.mark.parametrize("language", ["python", "go", "rust", "yaml", "json", "shell"])
+def test_broken_or_odd_input_never_fails(dense, language):
+    text = "def broken(:\n  {{{ ]]] \"unterminated\n'also\n\t}\n}\n}\n" * 5
+    chunks = chunks_of(dense, text, language)
+    assert_exact(chunks, text, dense, "src/file")
+
+
+def test_line_numbers_follow_the_body_offset(dense):
+    doc = SourceDocument(external_id="x.py", title="x.py", content=b"", media_type="text/x-code",
+                         path="x.py", metadata={"language": "python"}, body_line_offset=3)
+    chunks = chunk_code("doc", doc, "def f():\n    return 1\n", dense.count_tokens, 200)
+    assert (chunks[0].start_line, chunks[0].end_line) == (4, 5)
