@@ -1,0 +1,125 @@
+"""Settings of one Confluence source, from its ``[[sources]]`` table in citewise.toml.
+
+Secrets never sit in these options (the catalog stores options as JSON): the options name the
+environment variables that hold them.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from dataclasses import dataclass, field, fields
+from urllib.parse import urlsplit
+
+from citewise.errors import SourceError
+
+FLAVOURS = ("cloud", "datacenter")
+
+
+@dataclass
+class ConfluenceConfig:
+    base_url: str  # Cloud: https://acme.atlassian.net (or .../wiki); DC: https://host[/context]
+    flavour: str = ""  # "cloud" | "datacenter"; empty: cloud for *.atlassian.net, else datacenter
+    spaces: list[str] = field(default_factory=list)  # space keys; empty = every space visible
+    include_labels: list[str] = field(default_factory=list)  # only pages with one of these
+    exclude_labels: list[str] = field(default_factory=list)  # never pages with one of these
+    # Credentials: Cloud uses email + API token (Basic auth), Data Center a personal access
+    # token (Bearer). These are the NAMES of the environment variables holding them.
+    email_env: str = "CITEWISE_CONFLUENCE_EMAIL"
+    token_env: str = "CITEWISE_CONFLUENCE_TOKEN"
+    # Permissions: read each space's view permissions from the API; when false (or when the
+    # credentials may not read them), the source's ``readers`` stand in for the space's.
+    use_space_permissions: bool = True
+    # The client.
+    requests_per_second: float = 10.0
+    timeout: float = 30.0
+    max_retries: int = 5
+    max_retry_wait: float = 60.0
+    page_size: int = 50
+    # Incremental sync: re-read pages modified up to this long before the last mark (clock skew,
+    # CQL's minute precision); list every page id (and refresh readers) every N runs or hours.
+    overlap_minutes: float = 15.0
+    full_every_runs: int = 24
+    full_every_hours: float = 24.0
+
+    readers: list[str] = field(default_factory=lambda: ["public"])  # the source's readers
+
+    def __post_init__(self) -> None:
+        self.base_url = self.base_url.rstrip("/")
+        parts = urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise SourceError(
+                f"confluence base_url {self.base_url!r} is not an http(s) URL",
+                hint="e.g. https://acme.atlassian.net or https://confluence.example.com",
+            )
+        if not self.flavour:
+            self.flavour = "cloud" if parts.hostname and parts.hostname.endswith(
+                ".atlassian.net") else "datacenter"
+        if self.flavour not in FLAVOURS:
+            raise SourceError(f"confluence flavour {self.flavour!r} is not one of {FLAVOURS}")
+        # Cloud's API lives under /wiki; accept the site URL with or without it.
+        if self.flavour == "cloud" and not parts.path.rstrip("/").endswith("/wiki"):
+            self.base_url += "/wiki"
+        if isinstance(self.spaces, str):
+            self.spaces = [] if self.spaces.lower() in ("", "all", "*") else [self.spaces]
+        self.spaces = [s.strip() for s in self.spaces if s.strip() and s.strip() != "*"]
+        if self.page_size < 1:
+            raise SourceError("confluence page_size must be at least 1")
+
+    @property
+    def api_root(self) -> str:
+        return self.base_url
+
+    def auth_headers(self) -> dict[str, str]:
+        """The Authorization header from the environment. Never logged, never in a message."""
+        token = os.environ.get(self.token_env, "")
+        if self.flavour == "cloud":
+            email = os.environ.get(self.email_env, "")
+            if not email or not token:
+                raise SourceError(
+                    "Confluence Cloud credentials are missing",
+                    hint=f"set {self.email_env} (account email) and {self.token_env} "
+                         "(an API token) in the environment",
+                )
+            raw = f"{email}:{token}".encode()
+            return {"Authorization": "Basic " + base64.b64encode(raw).decode("ascii")}
+        if not token:
+            raise SourceError(
+                "Confluence Data Center credentials are missing",
+                hint=f"set {self.token_env} to a personal access token in the environment",
+            )
+        return {"Authorization": f"Bearer {token}"}
+
+    def credential_hint(self) -> str:
+        if self.flavour == "cloud":
+            return (f"check {self.email_env} and {self.token_env} (an Atlassian API token for "
+                    "that account) and that the account can view the spaces")
+        return f"check {self.token_env} (a personal access token) and its permissions"
+
+    @property
+    def anchor_style(self) -> str:
+        return "confluence-cloud" if self.flavour == "cloud" else "confluence-server"
+
+    @classmethod
+    def option_names(cls) -> set[str]:
+        return {f.name for f in fields(cls)} - {"readers"}
+
+    @classmethod
+    def from_options(cls, options: dict, readers: list[str]) -> ConfluenceConfig:
+        if not options.get("base_url"):
+            raise SourceError("a confluence source needs a 'base_url' setting",
+                              hint="e.g. base_url = \"https://acme.atlassian.net\"")
+        known = cls.option_names()
+        unknown = set(options) - known - {"attachments"}
+        if unknown:
+            raise SourceError(
+                f"unknown setting(s) for a confluence source: {sorted(unknown)}",
+                hint=f"a confluence source accepts {sorted(known)}",
+            )
+        if options.get("attachments"):
+            raise SourceError(
+                "confluence attachments are not supported yet",
+                hint="remove 'attachments' (pages are indexed; attachments are not)",
+            )
+        opts = {k: v for k, v in options.items() if k != "attachments"}
+        return cls(readers=list(readers), **opts)

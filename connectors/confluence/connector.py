@@ -1,0 +1,352 @@
+"""The ``confluence`` connector: pages of chosen spaces, with readers, breadcrumbs and deep links.
+
+A run is one of two kinds (the pipeline's sync contract, ``citewise.connectors.base``):
+
+* **incremental**: per space, the pages modified since that space's mark (the newest
+  modification seen so far, a server time) minus an overlap window. Cheap when nothing changed:
+  one request per space for Cloud (newest first, it stops at the first old page), one CQL query
+  per space for Data Center.
+* **full listing** (``--force``, the first run, every ``full_every_runs`` runs or
+  ``full_every_hours``): every page, read fresh, with its readers recomputed, and the complete
+  list of ids. The pipeline deletes what is no longer listed (deleted, moved out of the included
+  spaces, restricted away from our credentials, relabelled out) and writes permission-only
+  changes without re-embedding (same content, new readers). Restriction changes do not change a
+  page's version in Confluence, so this pass is also what catches them.
+
+A listing that failed anywhere (a missing space, a space whose listing kept failing) gives no id
+list: nothing is deleted on partial evidence, and that space's mark does not move. After each
+results page the connector hands back a checkpoint (space, next-page link, marks so far), so an
+interrupted run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import ClassVar
+
+import httpx
+
+from citewise.connectors.base import SyncBatch, SyncRequest
+from citewise.connectors.confluence.client import (
+    ClientSettings,
+    ConfluenceAuthError,
+    ConfluenceHttp,
+    ConfluenceNotFound,
+)
+from citewise.connectors.confluence.cloud import CloudApi
+from citewise.connectors.confluence.config import ConfluenceConfig
+from citewise.connectors.confluence.datacenter import DataCenterApi
+from citewise.connectors.confluence.model import ConfluenceApi, Page, Space, parse_time
+from citewise.connectors.confluence.permissions import (
+    NO_READERS,
+    ReadRestriction,
+    page_readers,
+    space_readers,
+)
+from citewise.connectors.confluence.storage_format import StorageFormatError, storage_to_html
+from citewise.errors import SourceError
+from citewise.types import SourceDocument, normalise_readers
+
+log = logging.getLogger("citewise.connectors.confluence")
+
+STATE_VERSION = 1
+SPACE_ERROR_PREFIX = "space:"  # run errors about a whole space, not a page
+
+
+class _Gone(Exception):
+    """The page disappeared between the listing and a follow-up request."""
+
+
+@dataclass
+class _Run:
+    """What one run learns once and reuses: spaces' readers, restrictions by page id."""
+
+    api: ConfluenceApi
+    spaces: dict[str, Space]
+    readers: dict[str, list[str] | None] = field(default_factory=dict)
+    restrictions: dict[str, ReadRestriction | None] = field(default_factory=dict)
+    notes: list[SourceDocument] = field(default_factory=list)  # space-level errors to report
+
+
+class ConfluenceConnector:
+    source_type: ClassVar[str] = "confluence"
+
+    def __init__(
+        self,
+        config: ConfluenceConfig,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.config = config
+        self.transport = transport
+        self.sleep = sleep
+        self.clock = clock
+        self.last_http: ConfluenceHttp | None = None  # the last run's client, for its counters
+
+    @classmethod
+    def from_options(
+        cls, options: dict, readers: list[str], *, data_dir: Path | None = None
+    ) -> ConfluenceConnector:
+        return cls(ConfluenceConfig.from_options(options, readers))
+
+    # Plumbing ---------------------------------------------------------------------------------
+    def _open(self) -> ConfluenceApi:
+        cfg = self.config
+        http = ConfluenceHttp(
+            cfg.api_root,
+            cfg.auth_headers(),
+            ClientSettings(requests_per_second=cfg.requests_per_second, timeout=cfg.timeout,
+                           max_retries=cfg.max_retries, max_retry_wait=cfg.max_retry_wait),
+            credential_hint=cfg.credential_hint(),
+            sleep=self.sleep,
+            transport=self.transport,
+        )
+        self.last_http = http
+        return CloudApi(http) if cfg.flavour == "cloud" else DataCenterApi(http)
+
+    def _scope(self) -> str:
+        """What the state is valid for: change the site, spaces or labels, start afresh."""
+        c = self.config
+        key = json.dumps([c.flavour, c.base_url, sorted(c.spaces), sorted(c.include_labels),
+                          sorted(c.exclude_labels), c.use_space_permissions,
+                          sorted(c.readers)])
+        return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+    def _full_due(self, state: dict, now: datetime) -> bool:
+        last = parse_time(state.get("last_full"))
+        if last is None:
+            return True
+        if int(state.get("runs_since_full", 0)) + 1 >= self.config.full_every_runs:
+            return True
+        return now - last >= timedelta(hours=self.config.full_every_hours)
+
+    # The run ----------------------------------------------------------------------------------
+    def sync(self, request: SyncRequest, batch_size: int = 32) -> Iterator[SyncBatch]:
+        api = self._open()
+        try:
+            yield from self._sync(api, request, batch_size)
+        finally:
+            api.http.close()
+
+    def _sync(self, api: ConfluenceApi, request: SyncRequest, batch_size: int
+              ) -> Iterator[SyncBatch]:
+        cfg = self.config
+        now = self.clock()
+        scope = self._scope()
+        state = request.state if request.state.get("scope") == scope else {}
+        ckpt = request.checkpoint if (request.checkpoint or {}).get("scope") == scope else None
+        full = bool(ckpt["full"]) if ckpt else (request.full or self._full_due(state, now))
+
+        found, missing = api.spaces(cfg.spaces)
+        if not found and not missing:
+            raise SourceError(
+                "these Confluence credentials can see no spaces",
+                hint="check the account's space permissions, or name spaces in 'spaces'",
+            )
+        run = _Run(api, {s.key: s for s in found})
+        for key in missing:
+            run.notes.append(_space_error(
+                key, f"space {key!r} does not exist or these credentials cannot see it "
+                     "(its pages stay indexed; fix 'spaces' or the account's permissions)"))
+        complete = not missing and not (ckpt or {}).get("incomplete")
+        marks: dict[str, str] = dict((ckpt or state).get("marks") or {})
+        done: set[str] = set((ckpt or {}).get("done") or [])
+        live: set[str] = set((ckpt or {}).get("live") or [])
+        limit = max(1, min(cfg.page_size, batch_size))
+        overlap = timedelta(minutes=cfg.overlap_minutes)
+
+        def checkpoint(space: str | None, cursor: str | None, space_mark: str | None) -> dict:
+            return {"scope": scope, "full": full, "done": sorted(done), "marks": dict(marks),
+                    "space": space, "cursor": cursor, "space_mark": space_mark,
+                    "incomplete": not complete, "live": sorted(live) if full else []}
+
+        # Documents that failed last time are read again first, whatever changed.
+        retry = [r for r in request.retry if not r.startswith(SPACE_ERROR_PREFIX)]
+        for start in range(0, len(retry), limit):
+            docs, gone = [], []
+            for page_id in retry[start:start + limit]:
+                outcome = self._fresh(run, page_id)
+                if outcome is None:
+                    gone.append(page_id)
+                else:
+                    docs.append(outcome)
+            yield SyncBatch(documents=docs, deleted=gone)
+
+        for space in sorted(found, key=lambda s: s.key):
+            if space.key in done:
+                continue
+            resume = ckpt is not None and ckpt.get("space") == space.key
+            cursor = ckpt.get("cursor") if resume else None
+            space_mark = parse_time(ckpt.get("space_mark")) if resume else None
+            previous = parse_time(marks.get(space.key))
+            since = None if full or previous is None else previous - overlap
+            if resume and not cursor:  # the interruption came after its last results page
+                best = max(filter(None, [space_mark, previous]), default=None)
+                if best is not None:
+                    marks[space.key] = best.isoformat()
+                done.add(space.key)
+                continue
+            try:
+                self._space_readers(run, space)
+                for pages, next_link in api.list_pages(space, since=since, cursor=cursor,
+                                                       limit=limit):
+                    docs, gone = [], []
+                    for page in pages:
+                        if page.modified and (space_mark is None or page.modified > space_mark):
+                            space_mark = page.modified
+                        outcome = self._document(run, space, page)
+                        if isinstance(outcome, SourceDocument):
+                            docs.append(outcome)
+                            live.add(page.id)
+                        else:  # gone since the listing, or labelled out
+                            gone.append(page.id)
+                    notes, run.notes = run.notes, []
+                    mark = space_mark.isoformat() if space_mark else None
+                    yield SyncBatch(documents=notes + docs, deleted=gone,
+                                    checkpoint=checkpoint(space.key, next_link, mark))
+            except SourceError as e:
+                # Bad credentials already failed the run at the spaces call; this is one space
+                # that cannot be listed now. The others go on; nothing is deleted this run.
+                complete = False
+                notes, run.notes = run.notes, []
+                yield SyncBatch(documents=notes + [_space_error(
+                    space.key, f"space {space.key!r} could not be listed: {e} (its pages stay "
+                               "indexed; the next run tries again)")])
+                continue
+            best = max(filter(None, [space_mark, previous]), default=None)
+            if best is not None:
+                marks[space.key] = best.isoformat()
+            done.add(space.key)
+        full_done = full and complete
+        new_state = {
+            "scope": scope,
+            "marks": marks,
+            "last_full": now.isoformat() if full_done else state.get("last_full"),
+            "runs_since_full": 0 if full_done else int(state.get("runs_since_full", 0)) + 1,
+        }
+        yield SyncBatch(documents=run.notes, live_ids=sorted(live) if full_done else None,
+                        state=new_state)
+
+    # One space, one page ----------------------------------------------------------------------
+    def _space_readers(self, run: _Run, space: Space) -> list[str] | None:
+        if space.key in run.readers:
+            return run.readers[space.key]
+        if not self.config.use_space_permissions:
+            readers: list[str] | None = normalise_readers(self.config.readers)
+        else:
+            try:
+                readers = space_readers(run.api.space_grants(space))
+            except (ConfluenceAuthError, ConfluenceNotFound) as e:
+                readers = None
+                run.notes.append(_space_error(
+                    space.key,
+                    f"cannot read the view permissions of space {space.key!r} ({e.message}); "
+                    "its unrestricted pages are indexed as readable by nobody",
+                    hint="give the account permission to read space permissions, or set "
+                         "use_space_permissions = false to use the source's readers"))
+            else:
+                if readers is None:
+                    log.warning("confluence: space %s grants view to no user or group we can "
+                                "name; its unrestricted pages are readable by nobody", space.key)
+        run.readers[space.key] = readers
+        return readers
+
+    def _restriction(self, run: _Run, page_id: str, *, own: bool) -> ReadRestriction | None:
+        if page_id not in run.restrictions:
+            try:
+                run.restrictions[page_id] = run.api.read_restriction(page_id)
+            except ConfluenceNotFound:
+                if own:
+                    raise _Gone() from None
+                run.restrictions[page_id] = None  # an ancestor we cannot see: undeterminable
+            except (ConfluenceAuthError, ValueError):
+                run.restrictions[page_id] = None
+        return run.restrictions[page_id]
+
+    def _fresh(self, run: _Run, page_id: str) -> SourceDocument | None:
+        """One page read again by id (a retry); None when it is gone or out of scope."""
+        try:
+            page = run.api.page(page_id, run.spaces)
+        except SourceError as e:
+            return _page_error(page_id, f"could not read the page again: {e}")
+        if page is None:
+            return None
+        space = run.spaces[page.space_key]
+        try:
+            self._space_readers(run, space)
+        except SourceError as e:
+            return _page_error(page_id, f"could not read the space's permissions: {e}")
+        outcome = self._document(run, space, page)
+        return outcome if isinstance(outcome, SourceDocument) else None
+
+    def _document(self, run: _Run, space: Space, page: Page) -> SourceDocument | None:
+        """The page as a document (``error`` set if it cannot be read), or None when it is
+        gone or excluded by labels."""
+        cfg, api = self.config, run.api
+        try:
+            labels = api.labels(page)
+            if cfg.include_labels and not set(labels) & set(cfg.include_labels):
+                return None
+            if set(labels) & set(cfg.exclude_labels):
+                return None
+            ancestors = api.ancestors(page)
+            path = [self._restriction(run, aid, own=False) for aid, _ in ancestors]
+            if page.restriction_known:
+                run.restrictions[page.id] = page.restriction
+                path.append(page.restriction)
+            else:
+                path.append(self._restriction(run, page.id, own=True))
+        except (_Gone, ConfluenceNotFound):
+            return None
+        except SourceError as e:
+            return _page_error(page.id, f"could not read the page's labels, ancestors or "
+                                        f"restrictions: {e}", title=page.title)
+        readers = page_readers(run.readers.get(space.key), path)
+        crumbs = [space.name, *(title for _, title in ancestors if title), page.title]
+        breadcrumb = " > ".join(c for c in crumbs if c)
+        doc = SourceDocument(
+            external_id=page.id,
+            title=page.title or f"Page {page.id}",
+            content=b"",
+            media_type="text/html",
+            url=api.page_url(page),
+            readers=readers,
+            metadata={
+                "breadcrumb": breadcrumb,
+                "space": space.key,
+                "anchor_style": cfg.anchor_style,
+                "confluence_version": page.version,
+                **({"restricted": True} if readers == [NO_READERS] else {}),
+            },
+            tags=list(labels),
+            updated_at=page.modified,
+        )
+        if page.body is None:
+            doc.error = "the page came without a storage-format body"
+            return doc
+        try:
+            doc.content = storage_to_html(page.body, title=page.title,
+                                          breadcrumb=breadcrumb).encode("utf-8")
+        except StorageFormatError as e:
+            doc.error = e.message
+        return doc
+
+
+def _space_error(key: str, message: str, hint: str | None = None) -> SourceDocument:
+    return SourceDocument(external_id=f"{SPACE_ERROR_PREFIX}{key}", title=key, content=b"",
+                          media_type="text/html",
+                          error=message + (f" ({hint})" if hint else ""))
+
+
+def _page_error(page_id: str, message: str, title: str = "") -> SourceDocument:
+    return SourceDocument(external_id=page_id, title=title or page_id, content=b"",
+                          media_type="text/html", error=message)
