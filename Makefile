@@ -8,7 +8,7 @@ PIP := $(BIN)/pip install --disable-pip-version-check -c constraints.txt
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: setup setup-test run ingest serve test test-fast lint bench clean help
+.PHONY: setup setup-test run ingest serve test test-fast lint bench eval clean help
 
 help:
 	@echo "make run        set up, ingest the demo knowledge base, serve the API on $(HOST):$(PORT)"
@@ -16,6 +16,7 @@ help:
 	@echo "make test-fast  the suite without the shared-corpus integration tests"
 	@echo "make lint       ruff"
 	@echo "make bench      ingest/search benchmark over ../shared/corpora -> bench/results/"
+	@echo "make eval       retrieval quality: SciFact (train) and the demo golden set -> bench/results/"
 	@echo "make clean      delete ./data (the index, catalog and blobs)"
 
 $(BIN)/python:
@@ -54,6 +55,20 @@ lint: setup-test
 
 bench: setup
 	$(BIN)/python bench/run_bench.py
+
+SCIFACT ?= ../shared/bench/scifact
+EVAL_CONFIGS ?= dense,bm25,rrf,rrf:0.6,convex:0.4,convex:0.5,convex:0.7,default
+
+eval: setup
+	@if [ -f $(SCIFACT)/corpus.jsonl ]; then \
+		$(BIN)/citewise eval $(SCIFACT) --split train --configs $(EVAL_CONFIGS) \
+			--out bench/results/scifact.json; \
+	else \
+		echo "skipping SciFact: $(SCIFACT) is absent (BEIR folder: corpus.jsonl, queries.jsonl, qrels/)"; \
+	fi
+	$(BIN)/citewise ingest --all || [ $$? -eq 3 ]
+	$(BIN)/citewise eval --qa demo/golden-set.jsonl --configs $(EVAL_CONFIGS) \
+		--out bench/results/golden-set.json
 
 clean:
 	rm -rf data

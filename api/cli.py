@@ -384,6 +384,170 @@ def sources(obj: Context, as_json: bool) -> None:
                    + ("" if s["declared"] else "  (not in config)"))
 
 
+@cli.command(
+    "eval",
+    epilog=textwrap.dedent(
+        """
+        \b
+        Examples:
+          citewise eval ../shared/bench/scifact --split train
+          citewise eval ../shared/bench/scifact --configs dense,bm25,rrf,default,convex:0.3
+          citewise eval ../shared/bench/scifact --limit 100          a quick look
+          citewise eval --qa demo/golden-set.jsonl                   your own golden set
+          citewise eval --qa golden.jsonl --out results/golden.json   keep the figures
+
+        A BEIR folder holds corpus.jsonl, queries.jsonl and qrels/<split>.tsv. Its corpus
+        is ingested by the normal pipeline into an isolated folder (<data dir>/eval/, named
+        by a hash of the corpus and the index settings, so a second run reuses it), then
+        every query of the split runs through the same search the API serves, once per
+        configuration. Chunks are pooled into documents by their best chunk, and scored as
+        trec_eval does: nDCG@10, Recall@100, MRR@10, with p50/p95 search latency (query
+        embedding excluded: it is the same for every configuration).
+
+        \b
+        Configurations (--configs, comma-separated):
+          dense            dense vectors only
+          bm25             BM25 only
+          default          the hybrid search as configured (CITEWISE_SEARCH_FUSION...)
+          rrf[:W[:K]]      reciprocal rank fusion, dense weight W (0.5), constant K (60)
+          convex[:W]       weighted sum of scores divided by each list's best, dense weight W
+
+        A golden set (--qa) is JSON Lines: {"question": "...", "relevant":
+        ["<source>/<path>", ...], "answerable": true}. It runs against the index in the data
+        folder (ingest first), reporting document hit@k and MRR for search, and for answers
+        the share of citations that point at a relevant document, and whether answerable
+        questions are answered and the others abstain.
+
+        Tune on a train or dev split only; report the test split.
+        """
+    ),
+)
+@click.argument("dataset", required=False, type=click.Path(exists=True, file_okay=False))
+@click.option("--split", help="Qrels split to run [default: the only one, else test].")
+@click.option("--configs", default="dense,bm25,rrf,default", show_default=True,
+              help="Retrieval configurations to compare (see below).")
+@click.option("--data-dir", "eval_dir", type=click.Path(file_okay=False),
+              help="Folder for benchmark indexes and their embedding cache "
+                   "[default: <data dir>/eval].")
+@click.option("--qa", "qa_file", type=click.Path(exists=True, dir_okay=False),
+              help="Golden set (JSON Lines) to run against the data folder's index.")
+@click.option("--out", type=click.Path(dir_okay=False),
+              help="Write the figures to this JSON file, and the table next to it (.md).")
+@click.option("--limit", type=int, help="Only the first N queries (a quick look).")
+@click.option("--depth", default=300, show_default=True,
+              help="Chunks retrieved per query (pooled into documents for Recall@100).")
+@click.pass_obj
+def eval_(obj: Context, dataset, split, configs, eval_dir, qa_file, out, limit, depth) -> None:
+    """Measure retrieval and answer quality: a BEIR benchmark, or your golden set."""
+    from citewise.retrieval.evaluation.runner import parse_config
+
+    if not dataset and not qa_file:
+        raise click.UsageError("pass a BEIR dataset folder, --qa GOLDEN_SET, or both")
+    try:
+        chosen = [parse_config(c) for c in configs.split(",") if c.strip()]
+    except CitewiseError as e:
+        raise click.UsageError(f"{e.message} ({e.hint})") from None
+    payload: dict = {}
+    tables: list[str] = []
+    try:
+        if dataset:
+            payload["beir"], table = _eval_beir(obj.settings, dataset, split, chosen, eval_dir,
+                                                limit, depth)
+            tables.append(table)
+        if qa_file:
+            payload["golden_set"], table = _eval_qa(obj, qa_file, chosen)
+            tables.append(table)
+    except CitewiseError as e:
+        _fail(e)
+    if out:
+        from citewise.retrieval.evaluation.report import write_json
+
+        write_json(Path(out), payload)
+        Path(out).with_suffix(".md").write_text("\n\n".join(tables) + "\n")
+        click.echo(f"wrote {out} and {Path(out).with_suffix('.md')}", err=True)
+
+
+def _eval_beir(settings, dataset, split, configs, eval_dir, limit, depth):
+    from citewise.ingest.progress import TerminalProgress
+    from citewise.retrieval.evaluation.beir import load_dataset
+    from citewise.retrieval.evaluation.report import LATENCY_NOTE, beir_table
+    from citewise.retrieval.evaluation.runner import (
+        index_folder,
+        ingest_corpus,
+        open_services,
+        run_configs,
+    )
+
+    data = load_dataset(dataset, split)
+    root = Path(eval_dir) if eval_dir else settings.data_dir / "eval"
+    folder = index_folder(root, data, settings)
+    click.echo(f"{data.name} ({data.split}): {len(data.queries)} queries; index in {folder}",
+               err=True)
+    services = open_services(settings, folder, root)
+    try:
+        report = ingest_corpus(services, data, progress=TerminalProgress(data.name))
+        click.echo(report.summary(), err=True)
+        if report.status not in ("succeeded", "partial"):
+            raise CitewiseError(f"ingesting {data.folder} failed: {report.message}")
+
+        def on_config(r) -> None:
+            m = r.metrics
+            click.echo(f"  {r.config:<14} nDCG@10 {m['ndcg@10']:.4f}  R@100 "
+                       f"{m['recall@100']:.4f}  MRR@10 {m['mrr@10']:.4f}  p50 {r.p50_ms:.1f} ms",
+                       err=True)
+
+        results = run_configs(services, data, configs, depth=depth, limit=limit,
+                              on_config=on_config)
+    finally:
+        services.close()
+    table = beir_table(results) + "\n\n" + LATENCY_NOTE
+    if results:
+        table += (f" Embedding a query took {results[0].query_embedding_p50_ms:.1f} ms (p50) "
+                  "on this machine.")
+    asked = len(results[0].per_query) if results else 0
+    title = f"{data.name}, split {data.split}, {asked} queries"
+    click.echo(f"\n{title}\n\n{table}")
+    return {
+        "dataset": data.name, "split": data.split, "queries": asked,
+        "depth": depth, "index": report.summary(),
+        "configs": [r.to_dict() for r in results],
+    }, f"{title}\n\n{table}"
+
+
+def _eval_qa(obj: Context, qa_file, configs):
+    from citewise.retrieval.evaluation.qa import evaluate_answers, evaluate_search, load_golden_set
+    from citewise.retrieval.evaluation.report import qa_table
+
+    questions = load_golden_set(qa_file)
+    with obj.services() as (services, remote):
+        if remote is not None:
+            raise CitewiseError(
+                f"the server at {remote.url} holds the index; the golden set runs in-process",
+                hint="stop `citewise serve` for the evaluation, or use a Qdrant server",
+            )
+        if not services.catalog.list_sources():
+            raise CitewiseError(
+                f"the index in {obj.settings.data_dir} is empty",
+                hint="run `citewise ingest --all` first (or pass --data-dir)",
+            )
+        search = [evaluate_search(services.search, questions, c) for c in configs]
+        answers = evaluate_answers(services.answers, questions)
+    lines = [f"golden set {qa_file}: {len(questions)} questions", "",
+             "| configuration | hit@1 | hit@3 | hit@5 | hit@10 | MRR@10 | p50 ms |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for s in search:
+        lines.append(f"| {s['config']} | {s['hit@1']:.3f} | {s['hit@3']:.3f} | {s['hit@5']:.3f}"
+                     f" | {s['hit@10']:.3f} | {s['mrr@10']:.3f} | {s['p50_ms']:.1f} |")
+    summary = {k: v for k, v in answers.items() if k != "problems"}
+    table = "\n".join(lines) + "\n\nAnswers (/v1/answer, default configuration)\n\n" + \
+        qa_table(summary)
+    click.echo("\n" + table)
+    for p in answers["problems"]:
+        click.echo(f"  answer problem: {json.dumps(p)}", err=True)
+    return {"file": str(qa_file), "questions": len(questions), "search": search,
+            "answers": answers}, table
+
+
 def main() -> None:
     cli(prog_name="citewise")
 

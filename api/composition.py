@@ -20,7 +20,9 @@ from citewise.index.vectors import VectorIndex
 from citewise.ingest.pipeline import IngestPipeline
 from citewise.ingest.runner import IngestRunner
 from citewise.retrieval.answer import AnswerService
+from citewise.retrieval.fusion import FusionConfig
 from citewise.retrieval.llm import LLMClient
+from citewise.retrieval.rerank import CrossEncoderReranker, HttpReranker, Reranker
 from citewise.retrieval.search import SearchService
 from citewise.settings import Settings, SourceConfig
 
@@ -73,6 +75,21 @@ def build_index(settings: Settings, dim: int) -> VectorIndex:
     return EdgeVectorIndex(settings.qdrant_path, dim)
 
 
+def build_reranker(settings: Settings) -> Reranker | None:
+    """A rerank API or a local cross-encoder when configured; none by default."""
+    if settings.rerank_url and settings.rerank_model_path:
+        raise ConfigError(
+            "both CITEWISE_RERANK_URL and CITEWISE_RERANK_MODEL_PATH are set",
+            hint="choose one reranker",
+        )
+    if settings.rerank_url:
+        return HttpReranker(settings.rerank_url, settings.rerank_model,
+                            api_key=settings.rerank_api_key, timeout=settings.rerank_timeout)
+    if settings.rerank_model_path:
+        return CrossEncoderReranker(settings.rerank_model_path)
+    return None
+
+
 def build_blobs(settings: Settings) -> BlobStore:
     if settings.blob_store == "s3":
         if not settings.s3_bucket:
@@ -107,7 +124,9 @@ def build_services(settings: Settings) -> Services:
         work_dir=settings.data_dir,
     )
     search = SearchService(
-        catalog=catalog, index=index, dense=dense, sparse=sparse, prefetch=settings.search_prefetch
+        catalog=catalog, index=index, dense=dense, sparse=sparse, prefetch=settings.search_prefetch,
+        fusion=FusionConfig(settings.search_fusion, settings.search_dense_weight),
+        reranker=build_reranker(settings), rerank_candidates=settings.rerank_candidates,
     )
     llm = None
     if settings.llm_base_url:

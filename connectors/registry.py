@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from citewise.connectors.beir import BeirCorpusConnector
+from citewise.connectors.confluence import ConfluenceConnector
 from citewise.connectors.folder import FolderConnector
+from citewise.connectors.git import GitConnector
 from citewise.errors import ConfigError
 from citewise.settings import SourceConfig
 
-CONNECTOR_TYPES = {FolderConnector.source_type: FolderConnector}
+CONNECTOR_TYPES = {
+    FolderConnector.source_type: FolderConnector,
+    BeirCorpusConnector.source_type: BeirCorpusConnector,
+    GitConnector.source_type: GitConnector,
+    ConfluenceConnector.source_type: ConfluenceConnector,
+}
 
 
 def build_connector(source: SourceConfig, *, data_dir: Path | None = None):

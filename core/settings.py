@@ -107,6 +107,29 @@ class Settings(BaseSettings):
 
     # Retrieval
     search_prefetch: int = Field(default=50, description="Candidates per method before fusion.")
+    search_fusion: Literal["convex", "rrf"] = Field(
+        default="convex",
+        description="How dense and BM25 candidates are fused: convex (weighted sum of scores "
+        "divided by each list's best) or rrf (reciprocal rank fusion).",
+    )
+    search_dense_weight: float = Field(
+        default=0.6, ge=0.0, le=1.0,
+        description="Share of the dense score in the fused one (0..1); BM25 gets the rest.",
+    )
+    rerank_url: str | None = Field(
+        default=None,
+        description="Rerank HTTP API (Cohere/Jina/vLLM shape); unset = no reranking.",
+    )
+    rerank_model: str | None = Field(default=None, description="Model name for the rerank API.")
+    rerank_api_key: str | None = Field(default=None, description="Bearer token for the rerank API.")
+    rerank_model_path: Path | None = Field(
+        default=None,
+        description="Folder of a local sentence-transformers cross-encoder; unset = none.",
+    )
+    rerank_candidates: int = Field(
+        default=20, ge=1, le=200, description="Fused chunks the reranker reorders."
+    )
+    rerank_timeout: float = Field(default=10.0, description="Seconds per rerank request.")
     answer_min_score: float = Field(
         default=0.30, description="Below this evidence score /v1/answer abstains."
     )

@@ -1,8 +1,9 @@
 """Hybrid search with permissions and filters applied inside the index query.
 
-Dense (all-MiniLM-L6-v2) and BM25 candidates are fused by reciprocal rank fusion in the Qdrant
-query itself. The caller's principals (public, user:<id>, group:<name>...) go into that query's
-filter, in every prefetch, so a chunk the caller may not read is never a candidate at all.
+Dense (all-MiniLM-L6-v2) and BM25 candidates come from one index query each and are fused in
+Python (``citewise.retrieval.fusion``), so both Qdrant backends rank identically. The caller's
+principals (public, user:<id>, group:<name>...) go into each query's filter, so a chunk the
+caller may not read is never a candidate at all.
 
 After the query, hits whose document version is not the catalog's live version are dropped:
 that is what makes re-ingesting a document atomic for readers (see ``ingest.pipeline``). It is
@@ -11,6 +12,7 @@ a consistency check, not a permission check: permissions never depend on it.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
@@ -19,10 +21,14 @@ from threading import Lock
 from citewise import metrics
 from citewise.errors import InvalidRequestError
 from citewise.index.catalog import Catalog
-from citewise.index.embedder import DenseEncoder
+from citewise.index.embedder import DenseEncoder, embedding_text
 from citewise.index.sparse import Bm25Encoder
-from citewise.index.vectors import IndexFilter, SearchMode, VectorIndex
+from citewise.index.vectors import IndexFilter, SearchMode, VectorHit, VectorIndex
+from citewise.retrieval.fusion import FusionConfig, fuse
+from citewise.retrieval.rerank import Reranker, RerankError
 from citewise.types import Identity, SearchFilters
+
+log = logging.getLogger("citewise.search")
 
 MAX_TOP_K = 100
 MAX_QUERY_CHARS = 2000
@@ -60,12 +66,22 @@ class SearchService:
         dense: DenseEncoder,
         sparse: Bm25Encoder,
         prefetch: int = 50,
+        fusion: FusionConfig | None = None,
+        max_top_k: int = MAX_TOP_K,
+        reranker: Reranker | None = None,
+        rerank_candidates: int = 20,
     ) -> None:
         self.catalog = catalog
         self.index = index
         self.dense = dense
         self.sparse = sparse
         self.prefetch = prefetch
+        self.fusion = fusion or FusionConfig()
+        # The API's bound; `citewise eval` raises it to rank enough documents for Recall@100.
+        self.max_top_k = max_top_k
+        # Optional (off by default): reorders the best ``rerank_candidates`` fused chunks.
+        self.reranker = reranker
+        self.rerank_candidates = rerank_candidates
         self._query_vectors: OrderedDict[str, list[float]] = OrderedDict()
         self._cache_lock = Lock()
 
@@ -90,7 +106,9 @@ class SearchService:
         top_k: int = 10,
         filters: SearchFilters | None = None,
         mode: SearchMode = "hybrid",
+        fusion: FusionConfig | None = None,
     ) -> list[SearchResult]:
+        """Best chunks first. ``fusion`` overrides the service's fusion for this one call."""
         query = (query or "").strip()
         if not query:
             raise InvalidRequestError("the query is empty", hint="ask something, e.g. q=disk full")
@@ -98,8 +116,10 @@ class SearchService:
             raise InvalidRequestError(
                 f"the query is {len(query)} characters long; the limit is {MAX_QUERY_CHARS}"
             )
-        if not 1 <= top_k <= MAX_TOP_K:
-            raise InvalidRequestError(f"top_k must be between 1 and {MAX_TOP_K}, not {top_k}")
+        if not 1 <= top_k <= self.max_top_k:
+            raise InvalidRequestError(
+                f"top_k must be between 1 and {self.max_top_k}, not {top_k}"
+            )
         if mode not in ("hybrid", "dense", "sparse"):
             raise InvalidRequestError(f"mode must be hybrid, dense or sparse, not {mode!r}")
         started = time.perf_counter()
@@ -115,17 +135,15 @@ class SearchService:
         dense = self.query_vector(query) if mode != "sparse" else None
         sparse = self.sparse.embed_query(query) if mode != "dense" else None
         # Ask for a few more than top_k: stale versions of a document being re-ingested
-        # right now are dropped below.
-        hits = self.index.search(
-            dense=dense,
-            sparse=sparse,
-            filter=index_filter,
-            limit=top_k + 10,
-            mode=mode,
-            prefetch_limit=max(self.prefetch, top_k + 10),
-        )
-        # Fusion produces ties (equal ranks in the two lists); break them by id so that the
-        # same query always returns the same results.
+        # right now are dropped below. A reranker gets its candidates on top.
+        wanted = max(top_k, self.rerank_candidates) if self.reranker else top_k
+        if mode == "hybrid":
+            hits = self._hybrid(dense, sparse, index_filter, wanted + 10, fusion or self.fusion)
+        else:
+            hits = self.index.search(
+                dense=dense, sparse=sparse, filter=index_filter, limit=wanted + 10, mode=mode
+            )
+        # Break score ties by id so that the same query always returns the same results.
         hits.sort(key=lambda h: (-h.score, h.id))
         live = self.catalog.current_versions(h.payload["document_id"] for h in hits)
         results: list[SearchResult] = []
@@ -153,10 +171,36 @@ class SearchService:
                     metadata=p.get("meta") or {},
                 )
             )
-            if len(results) == top_k:
+            if len(results) == wanted:
                 break
+        if self.reranker is not None:
+            results = self._rerank(query, results)[:top_k]
         metrics.SEARCH_LATENCY.observe(time.perf_counter() - started)
         return results
+
+    def _rerank(self, query: str, results: list[SearchResult]) -> list[SearchResult]:
+        passages = [embedding_text(r.title, r.heading, r.text) for r in results]
+        try:
+            scores = self.reranker.scores(query, passages)  # type: ignore[union-attr]
+        except RerankError as e:
+            # The fused ranking is still a good answer; a broken reranker must not fail search.
+            log.warning("reranking failed, returning the fused ranking: %s", e)
+            return results
+        for r, score in zip(results, scores, strict=True):
+            r.score = round(float(score), 6)
+        return sorted(results, key=lambda r: -r.score)
+
+    def _hybrid(self, dense, sparse, index_filter, limit, fusion) -> list[VectorHit]:
+        # Each list goes deeper than the page: a chunk ranked 30th by both methods can belong
+        # in the fused top 10. The permission filter is inside both queries.
+        depth = max(self.prefetch, limit)
+        dense_hits = self.index.search(
+            dense=dense, sparse=None, filter=index_filter, limit=depth, mode="dense"
+        )
+        sparse_hits = self.index.search(
+            dense=None, sparse=sparse, filter=index_filter, limit=depth, mode="sparse"
+        )
+        return fuse(dense_hits, sparse_hits, fusion)[:limit]
 
 
 def chunk_link(payload: dict) -> str | None:

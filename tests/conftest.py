@@ -86,3 +86,22 @@ def s3_bucket(s3_server):
                           aws_access_key_id="test", aws_secret_access_key="test")
     client.create_bucket(Bucket=name)
     return name
+
+
+@pytest.fixture(scope="session")
+def demo_kb(tmp_path_factory, dense):
+    """The bundled demo, ingested once per session exactly as `make run` does (citewise.toml).
+
+    Shared by the demo tests and the golden set; they only read it. Yields (services, reports).
+    """
+    from citewise.ingest.runner import run_source
+    from citewise.settings import load_settings
+
+    root = Path(__file__).resolve().parents[1]
+    settings = load_settings(root / "citewise.toml",
+                             data_dir=tmp_path_factory.mktemp("demo") / "data")
+    services = build_services(settings)
+    reports = [run_source(services.pipeline, s, trigger="test") for s in settings.sources]
+    yield services, reports
+    services.close()
+

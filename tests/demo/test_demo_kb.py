@@ -8,8 +8,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from citewise.ingest.runner import run_source
-from citewise.settings import load_settings
 from citewise.types import Identity
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,15 +15,8 @@ ANON = Identity.anonymous()
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory, dense):
-    from citewise.api.composition import build_services
-
-    settings = load_settings(ROOT / "citewise.toml",
-                             data_dir=tmp_path_factory.mktemp("demo") / "data")
-    services = build_services(settings)
-    reports = [run_source(services.pipeline, s, trigger="test") for s in settings.sources]
-    yield services, reports
-    services.close()
+def demo(demo_kb):
+    return demo_kb
 
 
 def test_demo_runbooks_are_complete():
