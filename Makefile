@@ -15,7 +15,7 @@ help:
 	@echo "make test       set up and run the whole test suite"
 	@echo "make test-fast  the suite without the shared-corpus integration tests"
 	@echo "make lint       ruff"
-	@echo "make bench      ingest/search benchmark over ../shared/corpora -> bench/results/"
+	@echo "make bench      ingest/search, git re-sync and Confluence benchmarks -> bench/results/"
 	@echo "make eval       retrieval quality: SciFact (train) and the demo golden set -> bench/results/"
 	@echo "make clean      delete ./data (the index, catalog and blobs)"
 
@@ -55,6 +55,8 @@ lint: setup-test
 
 bench: setup
 	$(BIN)/python bench/run_bench.py
+	$(BIN)/python bench/bench_git.py
+	$(BIN)/python bench/bench_confluence.py
 
 SCIFACT ?= ../shared/bench/scifact
 EVAL_CONFIGS ?= dense,bm25,rrf,rrf:0.6,convex:0.4,convex:0.5,convex:0.7,default

@@ -33,7 +33,7 @@ def test_demo_runbooks_are_complete():
 
 def test_every_demo_document_ingests(demo):
     _, reports = demo
-    assert {r.source for r in reports} == {"runbooks", "wiki", "citewise-docs"}
+    assert {r.source for r in reports} == {"runbooks", "wiki", "citewise"}
     for r in reports:
         assert r.status == "succeeded", r.summary()
         assert r.counts.failed == 0 and r.counts.added > 0
@@ -101,5 +101,23 @@ def test_citewise_docs_answer_questions_about_citewise(demo):
         "How does citewise keep restricted documents out of search results?", ANON
     )
     assert not answer.abstained
-    assert answer.citations[0].source == "citewise-docs"
-    assert answer.citations[0].path == "permissions.md"
+    assert answer.citations[0].source == "citewise"
+    assert answer.citations[0].path == "docs/permissions.md"
+
+
+def test_a_question_about_citewise_code_is_answered_with_its_lines(demo):
+    """The demo reads this repository through the git connector: code answers cite lines."""
+    services, _ = demo
+    question = "Which function refuses an ingest run that would delete most of a source?"
+    hit = services.search.search(question, ANON, top_k=1)[0]
+    assert (hit.source, hit.path) == ("citewise", "ingest/pipeline.py")
+    assert hit.symbol.endswith("def _check_mass_deletion")
+    lines = (ROOT / "ingest" / "pipeline.py").read_text().split("\n")
+    assert lines[hit.start_line - 1].lstrip().startswith("def _check_mass_deletion(")
+    assert "Refuse a run" in "\n".join(lines[hit.start_line - 1 : hit.end_line])
+    assert hit.metadata["language"] == "python" and len(hit.metadata["last_commit"]["sha"]) == 40
+    answer = services.answers.answer(question, ANON)
+    assert not answer.abstained
+    cited = answer.citations[0]
+    assert (cited.path, cited.start_line, cited.end_line) == (
+        "ingest/pipeline.py", hit.start_line, hit.end_line)
