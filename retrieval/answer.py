@@ -41,6 +41,7 @@ _ACTION_HEADING = re.compile(
     r"what to do|runbook)", re.I
 )
 MAX_UNIT_CHARS = 400
+_DOCSTRING_QUOTES = re.compile(r'^[rRbBuU]?(?:"""|\'\'\')|(?:"""|\'\'\')$')
 
 
 @dataclass
@@ -286,7 +287,8 @@ def _units(text: str, rank: int) -> list[_Unit]:
         is_code = _is_command(line)
         pieces = [line] if is_code else _SENTENCE.split(line)
         for piece in pieces:
-            piece = piece.strip()
+            # A docstring's quotes are code syntax, not part of what it says.
+            piece = _DOCSTRING_QUOTES.sub("", piece.strip()).strip()
             if len(piece) > MAX_UNIT_CHARS:
                 piece = piece[:MAX_UNIT_CHARS].rsplit(" ", 1)[0] + " …"
             if len(piece) >= 3:

@@ -118,6 +118,7 @@ def test_a_question_about_citewise_code_is_answered_with_its_lines(demo):
     assert hit.metadata["language"] == "python" and len(hit.metadata["last_commit"]["sha"]) == 40
     answer = services.answers.answer(question, ANON)
     assert not answer.abstained
+    assert "Refuse a run" in answer.answer and '"""' not in answer.answer
     cited = answer.citations[0]
     assert (cited.path, cited.start_line, cited.end_line) == (
         "ingest/pipeline.py", hit.start_line, hit.end_line)
