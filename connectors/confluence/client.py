@@ -46,6 +46,10 @@ class ConfluenceUnavailable(SourceError):
     """The server kept failing (5xx, timeouts, 429) after every retry."""
 
 
+class ConfluenceTooLarge(SourceError):
+    """A download went past the size it was allowed."""
+
+
 @dataclass
 class ClientSettings:
     requests_per_second: float = 10.0
@@ -125,26 +129,49 @@ class ConfluenceHttp:
 
     # Requests ---------------------------------------------------------------------------------
     def get_json(self, path: str, params: dict | None = None) -> dict:
+        def read(resp: httpx.Response, where: str) -> dict:
+            resp.read()
+            try:
+                return resp.json()
+            except ValueError:
+                raise ConfluenceUnavailable(
+                    f"Confluence answered {where} with something that is not JSON",
+                    hint="check base_url: it should be the site, not a login page",
+                ) from None
+
+        return self._get(path, params, read)
+
+    def get_bytes(self, path: str, max_bytes: int) -> bytes:
+        """A file (an attachment's download link), read as it streams in and abandoned past
+        ``max_bytes``: the listed size can be stale, a download must not fill the memory."""
+
+        def read(resp: httpx.Response, where: str) -> bytes:
+            data = bytearray()
+            for chunk in resp.iter_bytes():
+                data += chunk
+                if len(data) > max_bytes:
+                    raise ConfluenceTooLarge(f"{where} is larger than {max_bytes} bytes")
+            return bytes(data)
+
+        return self._get(path, None, read, accept="*/*")
+
+    def _get(self, path: str, params: dict | None, read: Callable, accept: str | None = None):
         url = self.url(path)
         where = _redact_url(url)
+        headers = {"Accept": accept} if accept else None
         attempt = 0
         while True:
             self.limiter.wait()
             self.requests += 1
             try:
-                resp = self._http.get(url, params=params)
+                with self._http.stream("GET", url, params=params, headers=headers) as resp:
+                    if resp.status_code < 300:
+                        return read(resp, where)
+                    resp.read()
             except (httpx.TimeoutException, httpx.TransportError) as e:
                 reason = f"{type(e).__name__}"
                 wait = self._backoff(attempt)
             else:
-                if resp.status_code < 300:
-                    try:
-                        return resp.json()
-                    except ValueError:
-                        raise ConfluenceUnavailable(
-                            f"Confluence answered {where} with something that is not JSON",
-                            hint="check base_url: it should be the site, not a login page",
-                        ) from None
                 if resp.status_code in (401, 403):
                     raise ConfluenceAuthError(
                         f"Confluence refused {where} ({resp.status_code})",

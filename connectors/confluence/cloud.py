@@ -15,6 +15,9 @@ Endpoints (https://developer.atlassian.com/cloud/confluence/rest/v2/):
 * v1 ``GET /wiki/rest/api/content/{id}/restriction/byOperation/read`` -> ``{"restrictions":
   {"user": {"results": [{"accountId"}]}, "group": {"results": [{"name", "id"}]}}}``
 * v1 ``GET /wiki/rest/api/group/by-id?id=...`` -> ``{"name", "id"}``.
+* ``GET /wiki/api/v2/pages/{id}/attachments`` -> ``{"results": [{"id", "title", "status",
+  "mediaType", "fileSize", "version": {"number"}, "downloadLink", "webuiLink"}], "_links":
+  {"next"}}`` (links relative to ``/wiki``); ``GET /wiki/api/v2/attachments/{id}`` -> ``pageId``.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from citewise.connectors.confluence.client import ConfluenceHttp, ConfluenceNotFound
-from citewise.connectors.confluence.model import Page, Space, parse_time
+from citewise.connectors.confluence.model import Attachment, Page, Space, parse_time
 from citewise.connectors.confluence.permissions import ReadRestriction
 
 
@@ -164,3 +167,28 @@ class CloudApi:
         if page.webui:
             return self.http.base_url + page.webui
         return f"{self.http.base_url}/spaces/{page.space_key}/pages/{page.id}"
+
+    def attachments(self, page_id: str) -> list[Attachment]:
+        out: list[Attachment] = []
+        for results, _ in self.http.pages(f"/api/v2/pages/{page_id}/attachments",
+                                          {"limit": 250}):
+            for a in results:
+                if a.get("status", "current") != "current":
+                    continue
+                size = a.get("fileSize")
+                out.append(Attachment(
+                    id=str(a["id"]), title=a.get("title") or str(a["id"]),
+                    media_type=a.get("mediaType") or "",
+                    file_size=int(size) if size is not None else None,
+                    version=int((a.get("version") or {}).get("number") or 0),
+                    download=a.get("downloadLink"), webui=a.get("webuiLink")))
+        return out
+
+    def attachment_page(self, attachment_id: str) -> str | None:
+        try:
+            body = self.http.get_json(f"/api/v2/attachments/{attachment_id}")
+        except ConfluenceNotFound:
+            return None
+        if body.get("status", "current") != "current":
+            return None
+        return str(body["pageId"]) if body.get("pageId") else None

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field, fields
 from urllib.parse import urlsplit
 
+from citewise.connectors.confluence.attachments import SUPPORTED_TYPES
 from citewise.errors import SourceError
 
 FLAVOURS = ("cloud", "datacenter")
@@ -41,6 +42,12 @@ class ConfluenceConfig:
     overlap_minutes: float = 15.0
     full_every_runs: int = 24
     full_every_hours: float = 24.0
+    # Attachments of included pages (off by default): each admitted file becomes a document of
+    # its own with the page's readers. Other types are not admitted (not listed, not errors);
+    # a file over the size limit is a per-document error.
+    attachments: bool = False
+    attachment_types: list[str] = field(default_factory=lambda: list(SUPPORTED_TYPES))
+    max_attachment_bytes: int = 20 * 1024 * 1024
 
     readers: list[str] = field(default_factory=lambda: ["public"])  # the source's readers
 
@@ -65,6 +72,17 @@ class ConfluenceConfig:
         self.spaces = [s.strip() for s in self.spaces if s.strip() and s.strip() != "*"]
         if self.page_size < 1:
             raise SourceError("confluence page_size must be at least 1")
+        if isinstance(self.attachment_types, str):
+            self.attachment_types = [self.attachment_types]
+        self.attachment_types = sorted({t.strip().lower().lstrip(".")
+                                        for t in self.attachment_types if t.strip()})
+        unsupported = set(self.attachment_types) - set(SUPPORTED_TYPES)
+        if unsupported:
+            raise SourceError(
+                f"confluence attachment_types {sorted(unsupported)} are not supported",
+                hint=f"choose among {list(SUPPORTED_TYPES)}")
+        if self.max_attachment_bytes < 1:
+            raise SourceError("confluence max_attachment_bytes must be at least 1")
 
     @property
     def api_root(self) -> str:
@@ -110,16 +128,10 @@ class ConfluenceConfig:
             raise SourceError("a confluence source needs a 'base_url' setting",
                               hint="e.g. base_url = \"https://acme.atlassian.net\"")
         known = cls.option_names()
-        unknown = set(options) - known - {"attachments"}
+        unknown = set(options) - known
         if unknown:
             raise SourceError(
                 f"unknown setting(s) for a confluence source: {sorted(unknown)}",
                 hint=f"a confluence source accepts {sorted(known)}",
             )
-        if options.get("attachments"):
-            raise SourceError(
-                "confluence attachments are not supported yet",
-                hint="remove 'attachments' (pages are indexed; attachments are not)",
-            )
-        opts = {k: v for k, v in options.items() if k != "attachments"}
-        return cls(readers=list(readers), **opts)
+        return cls(readers=list(readers), **options)

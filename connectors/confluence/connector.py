@@ -17,11 +17,20 @@ A listing that failed anywhere (a missing space, a space whose listing kept fail
 list: nothing is deleted on partial evidence, and that space's mark does not move. After each
 results page the connector hands back a checkpoint (space, next-page link, marks so far), so an
 interrupted run resumes where it stopped.
+
+**Attachments** (``attachments = true``): whenever a page is yielded (changed, retried, or in a
+full listing), its admitted attachments are listed, downloaded, turned into text
+(``attachments.py``) and yielded as documents of their own (``attachment:<id>``) with exactly the
+page's readers. A full listing includes their ids in the live list, so attachments deleted on
+the server, and those of pages that are gone, restricted away or labelled out, are pruned then.
+Confluence does not give a page a new version when a file is attached, so an incremental run
+does not see an attachment added to an unchanged page: the next full listing does.
 """
 
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import logging
 import time
@@ -34,16 +43,29 @@ from typing import ClassVar
 import httpx
 
 from citewise.connectors.base import SyncBatch, SyncRequest
+from citewise.connectors.confluence.attachments import (
+    TEXT_MEDIA_TYPES,
+    AttachmentError,
+    attachment_kind,
+    extract,
+)
 from citewise.connectors.confluence.client import (
     ClientSettings,
     ConfluenceAuthError,
     ConfluenceHttp,
     ConfluenceNotFound,
+    ConfluenceTooLarge,
 )
 from citewise.connectors.confluence.cloud import CloudApi
 from citewise.connectors.confluence.config import ConfluenceConfig
 from citewise.connectors.confluence.datacenter import DataCenterApi
-from citewise.connectors.confluence.model import ConfluenceApi, Page, Space, parse_time
+from citewise.connectors.confluence.model import (
+    Attachment,
+    ConfluenceApi,
+    Page,
+    Space,
+    parse_time,
+)
 from citewise.connectors.confluence.permissions import (
     NO_READERS,
     ReadRestriction,
@@ -58,6 +80,9 @@ log = logging.getLogger("citewise.connectors.confluence")
 
 STATE_VERSION = 1
 SPACE_ERROR_PREFIX = "space:"  # run errors about a whole space, not a page
+ATTACHMENT_PREFIX = "attachment:"  # an attachment's document: attachment:<attachment id>
+# A run error about a page's attachment listing: retried by reading the page again.
+ATTACHMENTS_ERROR_PREFIX = "attachments:"
 
 
 class _Gone(Exception):
@@ -73,6 +98,9 @@ class _Run:
     readers: dict[str, list[str] | None] = field(default_factory=dict)
     restrictions: dict[str, ReadRestriction | None] = field(default_factory=dict)
     notes: list[SourceDocument] = field(default_factory=list)  # space-level errors to report
+    # Set when some page's attachments could not be listed: the live id list would miss them,
+    # so this run must not give one (nothing is pruned on partial evidence).
+    incomplete: bool = False
 
 
 class ConfluenceConnector:
@@ -116,9 +144,11 @@ class ConfluenceConnector:
     def _scope(self) -> str:
         """What the state is valid for: change the site, spaces or labels, start afresh."""
         c = self.config
-        key = json.dumps([c.flavour, c.base_url, sorted(c.spaces), sorted(c.include_labels),
-                          sorted(c.exclude_labels), c.use_space_permissions,
-                          sorted(c.readers)])
+        parts = [c.flavour, c.base_url, sorted(c.spaces), sorted(c.include_labels),
+                 sorted(c.exclude_labels), c.use_space_permissions, sorted(c.readers)]
+        if c.attachments:  # turning them on must list every page once, to find their files
+            parts.append(["attachments", c.attachment_types])
+        key = json.dumps(parts)
         return hashlib.sha256(key.encode()).hexdigest()[:16]
 
     def _full_due(self, state: dict, now: datetime) -> bool:
@@ -167,18 +197,13 @@ class ConfluenceConnector:
         def checkpoint(space: str | None, cursor: str | None, space_mark: str | None) -> dict:
             return {"scope": scope, "full": full, "done": sorted(done), "marks": dict(marks),
                     "space": space, "cursor": cursor, "space_mark": space_mark,
-                    "incomplete": not complete, "live": sorted(live) if full else []}
+                    "incomplete": not complete or run.incomplete,
+                    "live": sorted(live) if full else []}
 
         # Documents that failed last time are read again first, whatever changed.
         retry = [r for r in request.retry if not r.startswith(SPACE_ERROR_PREFIX)]
         for start in range(0, len(retry), limit):
-            docs, gone = [], []
-            for page_id in retry[start:start + limit]:
-                outcome = self._fresh(run, page_id)
-                if outcome is None:
-                    gone.append(page_id)
-                else:
-                    docs.append(outcome)
+            docs, gone = self._retry(run, retry[start:start + limit])
             yield SyncBatch(documents=docs, deleted=gone)
 
         for space in sorted(found, key=lambda s: s.key):
@@ -204,11 +229,12 @@ class ConfluenceConnector:
                         if page.modified and (space_mark is None or page.modified > space_mark):
                             space_mark = page.modified
                         outcome = self._document(run, space, page)
-                        if isinstance(outcome, SourceDocument):
-                            docs.append(outcome)
-                            live.add(page.id)
-                        else:  # gone since the listing, or labelled out
+                        if outcome is None:  # gone since the listing, or labelled out
                             gone.append(page.id)
+                            continue
+                        docs.extend(outcome)
+                        live.update(d.external_id for d in outcome
+                                    if not d.external_id.startswith(ATTACHMENTS_ERROR_PREFIX))
                     notes, run.notes = run.notes, []
                     mark = space_mark.isoformat() if space_mark else None
                     yield SyncBatch(documents=notes + docs, deleted=gone,
@@ -226,7 +252,7 @@ class ConfluenceConnector:
             if best is not None:
                 marks[space.key] = best.isoformat()
             done.add(space.key)
-        full_done = full and complete
+        full_done = full and complete and not run.incomplete
         new_state = {
             "scope": scope,
             "marks": marks,
@@ -272,25 +298,66 @@ class ConfluenceConnector:
                 run.restrictions[page_id] = None
         return run.restrictions[page_id]
 
-    def _fresh(self, run: _Run, page_id: str) -> SourceDocument | None:
-        """One page read again by id (a retry); None when it is gone or out of scope."""
+    def _retry(self, run: _Run, ids: list[str]) -> tuple[list[SourceDocument], list[str]]:
+        """Documents that failed last run, read fresh: pages by id; an attachment (or a page's
+        attachment listing) by reading its page again with all its attachments."""
+        docs: list[SourceDocument] = []
+        gone: list[str] = []
+        read: dict[str, list[SourceDocument] | None] = {}  # page id -> what reading it gave
+        for ext_id in ids:
+            if ext_id.startswith(ATTACHMENT_PREFIX):
+                try:
+                    page_id = run.api.attachment_page(ext_id[len(ATTACHMENT_PREFIX):])
+                except SourceError as e:
+                    docs.append(_page_error(ext_id, f"could not read the attachment again: {e}"))
+                    continue
+                if page_id is None:
+                    gone.append(ext_id)
+                    continue
+            elif ext_id.startswith(ATTACHMENTS_ERROR_PREFIX):
+                page_id = ext_id[len(ATTACHMENTS_ERROR_PREFIX):]
+            else:
+                page_id = ext_id
+            if page_id not in read:
+                read[page_id] = self._fresh(run, page_id)
+                docs.extend(read[page_id] or [])
+            outcome = read[page_id]
+            if outcome is None:  # the page is gone or out of scope, and so are its files
+                if not ext_id.startswith(ATTACHMENTS_ERROR_PREFIX):
+                    gone.append(ext_id)
+                continue
+            if not ext_id.startswith(ATTACHMENT_PREFIX) or any(
+                    d.external_id == ext_id for d in outcome):
+                continue
+            failed = {page_id, f"{ATTACHMENTS_ERROR_PREFIX}{page_id}"}
+            if any(d.error and d.external_id in failed for d in outcome):
+                # The page or its attachment list could not be read: no evidence it is gone.
+                docs.append(_page_error(ext_id, "could not read its page again; see the page's "
+                                                "error"))
+            else:  # no longer on its page, or no longer of an admitted type
+                gone.append(ext_id)
+        return docs, gone
+
+    def _fresh(self, run: _Run, page_id: str) -> list[SourceDocument] | None:
+        """One page (and its attachments) read again by id; None when it is gone or out of
+        scope."""
         try:
             page = run.api.page(page_id, run.spaces)
         except SourceError as e:
-            return _page_error(page_id, f"could not read the page again: {e}")
+            return [_page_error(page_id, f"could not read the page again: {e}")]
         if page is None:
             return None
         space = run.spaces[page.space_key]
         try:
             self._space_readers(run, space)
         except SourceError as e:
-            return _page_error(page_id, f"could not read the space's permissions: {e}")
-        outcome = self._document(run, space, page)
-        return outcome if isinstance(outcome, SourceDocument) else None
+            return [_page_error(page_id, f"could not read the space's permissions: {e}")]
+        return self._document(run, space, page)
 
-    def _document(self, run: _Run, space: Space, page: Page) -> SourceDocument | None:
-        """The page as a document (``error`` set if it cannot be read), or None when it is
-        gone or excluded by labels."""
+    def _document(self, run: _Run, space: Space, page: Page) -> list[SourceDocument] | None:
+        """The page as a document (``error`` set if it cannot be read) followed by its
+        attachments' documents when they are on, or None when it is gone or excluded by
+        labels."""
         cfg, api = self.config, run.api
         try:
             labels = api.labels(page)
@@ -308,8 +375,11 @@ class ConfluenceConnector:
         except (_Gone, ConfluenceNotFound):
             return None
         except SourceError as e:
-            return _page_error(page.id, f"could not read the page's labels, ancestors or "
-                                        f"restrictions: {e}", title=page.title)
+            message = f"could not read the page's labels, ancestors or restrictions: {e}"
+            # Its attachments fail with it: without the page's readers they cannot be written,
+            # and listing them as failed keeps their indexed versions live.
+            return [_page_error(page.id, message, title=page.title),
+                    *self._attachment_errors(run, page, message)]
         readers = page_readers(run.readers.get(space.key), path)
         crumbs = [space.name, *(title for _, title in ancestors if title), page.title]
         breadcrumb = " > ".join(c for c in crumbs if c)
@@ -332,12 +402,107 @@ class ConfluenceConnector:
         )
         if page.body is None:
             doc.error = "the page came without a storage-format body"
+        else:
+            try:
+                doc.content = storage_to_html(page.body, title=page.title,
+                                              breadcrumb=breadcrumb).encode("utf-8")
+            except StorageFormatError as e:
+                doc.error = e.message
+        return [doc, *self._attachments(run, page, doc)]
+
+    # Attachments ------------------------------------------------------------------------------
+    def _admitted(self, run: _Run, page: Page) -> list[tuple[Attachment, str]] | SourceDocument:
+        """The page's attachments of an admitted type, with their kind; a run error (and the
+        run marked incomplete) when they cannot be listed."""
+        try:
+            listed = run.api.attachments(page.id)
+        except ConfluenceNotFound:
+            return []  # the page went away since it was read: nothing of it stays live
+        except SourceError as e:
+            run.incomplete = True
+            return _page_error(f"{ATTACHMENTS_ERROR_PREFIX}{page.id}",
+                               f"could not list the attachments of page {page.id}: {e} (they "
+                               "stay indexed as they were; the next run tries again)",
+                               title=page.title)
+        out = []
+        for att in listed:
+            kind = attachment_kind(att.title, att.media_type)
+            if kind is not None and kind in self.config.attachment_types:
+                out.append((att, kind))
+        return out
+
+    def _attachment_errors(self, run: _Run, page: Page, message: str) -> list[SourceDocument]:
+        if not self.config.attachments:
+            return []
+        admitted = self._admitted(run, page)
+        if isinstance(admitted, SourceDocument):
+            return [admitted]
+        return [_page_error(f"{ATTACHMENT_PREFIX}{att.id}", message, title=att.title)
+                for att, _ in admitted]
+
+    def _attachments(self, run: _Run, page: Page, page_doc: SourceDocument
+                     ) -> list[SourceDocument]:
+        if not self.config.attachments:
+            return []
+        admitted = self._admitted(run, page)
+        if isinstance(admitted, SourceDocument):
+            return [admitted]
+        return [self._attachment(run, page, page_doc, att, kind) for att, kind in admitted]
+
+    def _attachment(self, run: _Run, page: Page, page_doc: SourceDocument, att: Attachment,
+                    kind: str) -> SourceDocument:
+        """One attachment as a document of its own, readable by exactly the page's readers."""
+        cfg, http = self.config, run.api.http
+        url = http.url(att.download) if att.download else page_doc.url
+        breadcrumb = f"{page_doc.metadata.get('breadcrumb') or page.title} > {att.title}"
+        doc = SourceDocument(
+            external_id=f"{ATTACHMENT_PREFIX}{att.id}",
+            title=f"{att.title} (attachment of {page.title or page.id})",
+            content=b"",
+            media_type=TEXT_MEDIA_TYPES[kind],
+            url=url,
+            # Citations link to the file itself: a heading anchor means nothing on a download.
+            link_template=url,
+            readers=list(page_doc.readers),
+            metadata={
+                "attachment_of": page.id,
+                "page_url": page_doc.url,
+                "breadcrumb": breadcrumb,
+                "space": page_doc.metadata.get("space"),
+                "media_type": att.media_type,
+                "file_size": att.file_size,
+                "confluence_version": att.version,
+                **({"restricted": True} if page_doc.readers == [NO_READERS] else {}),
+            },
+            tags=list(page_doc.tags),
+            updated_at=page.modified,
+        )
+        limit = (f"over the size limit, max_attachment_bytes = {cfg.max_attachment_bytes} "
+                 "(raise max_attachment_bytes to index it)")
+        if att.file_size is not None and att.file_size > cfg.max_attachment_bytes:
+            doc.error = f"{att.title} is {att.file_size} bytes, {limit}"
+            return doc
+        if not att.download:
+            doc.error = "the attachment came without a download link"
             return doc
         try:
-            doc.content = storage_to_html(page.body, title=page.title,
-                                          breadcrumb=breadcrumb).encode("utf-8")
-        except StorageFormatError as e:
-            doc.error = e.message
+            data = http.get_bytes(att.download, cfg.max_attachment_bytes)
+        except ConfluenceTooLarge:
+            doc.error = f"{att.title} is {limit}"
+            return doc
+        except SourceError as e:
+            doc.error = f"could not download the attachment: {e}"
+            return doc
+        try:
+            text = extract(kind, data, title=doc.title)
+        except AttachmentError as e:
+            doc.error = f"{att.title}: {e}"
+            return doc
+        if kind in ("pdf", "docx"):
+            # Like a page, the body opens with where the file sits (see storage_to_html).
+            crumb = f"<p>{html.escape(breadcrumb, quote=False)}</p>\n"
+            text = text.replace("<body>\n", "<body>\n" + crumb, 1)
+        doc.content = text.encode("utf-8")
         return doc
 
 

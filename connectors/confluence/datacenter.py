@@ -12,6 +12,9 @@ Endpoints (https://developer.atlassian.com/server/confluence/rest/):
   brings body, version, ancestors (with titles), labels and the page's read restriction in the
   same call, so a run costs one request per ``limit`` pages plus one per distinct ancestor.
 * ``GET /rest/api/content/{id}/restriction/byOperation/read`` for an ancestor's restriction.
+* ``GET /rest/api/content/{id}/child/attachment?expand=version`` -> attachments with
+  ``extensions.mediaType``/``fileSize`` and ``_links.download`` (relative to the context);
+  ``GET /rest/api/content/{attachment id}?expand=container`` for the page an attachment is on.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 from citewise.connectors.confluence.client import ConfluenceHttp, ConfluenceNotFound
-from citewise.connectors.confluence.model import Page, Space, parse_time
+from citewise.connectors.confluence.model import Attachment, Page, Space, parse_time
 from citewise.connectors.confluence.permissions import ReadRestriction
 
 EXPAND = ",".join([
@@ -153,3 +156,33 @@ class DataCenterApi:
         if page.webui:
             return self.http.base_url + page.webui
         return f"{self.http.base_url}/pages/viewpage.action?pageId={page.id}"
+
+    def attachments(self, page_id: str) -> list[Attachment]:
+        out: list[Attachment] = []
+        for results, _ in self.http.pages(f"/rest/api/content/{page_id}/child/attachment",
+                                          {"expand": "version", "limit": 100}):
+            for a in results:
+                if a.get("status", "current") != "current":
+                    continue
+                ext = a.get("extensions") or {}
+                media = ext.get("mediaType") or ((a.get("metadata") or {}).get("mediaType"))
+                size = ext.get("fileSize")
+                links = a.get("_links") or {}
+                out.append(Attachment(
+                    id=str(a["id"]), title=a.get("title") or str(a["id"]),
+                    media_type=media or "",
+                    file_size=int(size) if size is not None else None,
+                    version=int((a.get("version") or {}).get("number") or 0),
+                    download=links.get("download"), webui=links.get("webui")))
+        return out
+
+    def attachment_page(self, attachment_id: str) -> str | None:
+        try:
+            body = self.http.get_json(f"/rest/api/content/{attachment_id}",
+                                      {"expand": "container"})
+        except ConfluenceNotFound:
+            return None
+        container = body.get("container") or {}
+        if body.get("status", "current") != "current" or container.get("type") != "page":
+            return None
+        return str(container["id"]) if container.get("id") else None

@@ -38,6 +38,19 @@ class Page:
     extra: dict = field(default_factory=dict)
 
 
+@dataclass
+class Attachment:
+    """A file attached to a page, as listed (the bytes are downloaded separately)."""
+
+    id: str
+    title: str  # the file name
+    media_type: str
+    file_size: int | None
+    version: int
+    download: str | None  # the download link, relative to the site's base URL
+    webui: str | None = None
+
+
 class ConfluenceApi(Protocol):
     """One Confluence site, seen through one API flavour."""
 
@@ -66,6 +79,12 @@ class ConfluenceApi(Protocol):
     def read_restriction(self, page_id: str) -> ReadRestriction: ...
 
     def page_url(self, page: Page) -> str: ...
+
+    def attachments(self, page_id: str) -> list[Attachment]:
+        """The page's current attachments (every one; the connector filters by type)."""
+
+    def attachment_page(self, attachment_id: str) -> str | None:
+        """The id of the page an attachment sits on; None when it is gone or on no page."""
 
 
 def parse_time(value: str | None) -> datetime | None:

@@ -12,6 +12,10 @@ One in-memory model of spaces, pages, labels and view restrictions is served as:
   ``/rest/api/space``, space permissions and read restrictions; ``start``/``limit`` pagination
   through ``_links.next``. Bearer personal access token.
 
+Attachments are served on both: the listings (v2 ``/pages/{id}/attachments``, v1
+``/content/{id}/child/attachment``), one attachment by id, and the files' bytes under
+``/download/attachments/{page id}/{file name}``, as both flavours link them.
+
 Payload shapes follow Atlassian's reference pages for those endpoints. Knobs make it misbehave:
 a 429 with ``Retry-After`` on chosen requests, transient or permanent 500s on paths matching a
 pattern, pages that vanish right after a listing returned them, a cap on ``limit``.
@@ -26,7 +30,7 @@ import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, quote_plus, urlencode, urlsplit
+from urllib.parse import parse_qs, quote, quote_plus, urlencode, urlsplit
 
 
 @dataclass
@@ -36,6 +40,15 @@ class FakeSpace:
     name: str
     # Who may view the space: ("group", name), ("user", account id / username), ("anonymous", "")
     grants: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class FakeAttachment:
+    id: str  # "att<n>", as Confluence numbers them
+    file_name: str
+    media_type: str
+    data: bytes
+    version: int = 1
 
 
 @dataclass
@@ -50,6 +63,7 @@ class FakePage:
     read_groups: list[str] = field(default_factory=list)
     version: int = 1
     modified: datetime = field(default_factory=lambda: datetime(2024, 1, 1, tzinfo=UTC))
+    attachments: list[FakeAttachment] = field(default_factory=list)
 
 
 class ConfluenceModel:
@@ -111,6 +125,26 @@ class ConfluenceModel:
         with self.lock:
             self.pages.pop(pid, None)
 
+    def attach(self, pid: int, file_name: str, media_type: str, data: bytes) -> str:
+        """A file attached to the page. Like Confluence, this is no new version of the page."""
+        with self.lock:
+            self._next_id += 1
+            att = FakeAttachment(f"att{self._next_id}", file_name, media_type, data)
+            self.pages[pid].attachments.append(att)
+            return att.id
+
+    def remove_attachment(self, att_id: str) -> None:
+        with self.lock:
+            for page in self.pages.values():
+                page.attachments = [a for a in page.attachments if a.id != att_id]
+
+    def attachment(self, att_id: str) -> tuple[FakePage, FakeAttachment] | None:
+        for page in self.pages.values():
+            for a in page.attachments:
+                if a.id == att_id:
+                    return page, a
+        return None
+
     def ancestors(self, page: FakePage) -> list[FakePage]:
         chain, parent = [], page.parent
         while parent is not None and parent in self.pages:
@@ -122,6 +156,12 @@ class ConfluenceModel:
 class _Reply(Exception):
     def __init__(self, status: int, body, headers: dict | None = None) -> None:
         self.status, self.body, self.headers = status, body, headers or {}
+
+
+@dataclass
+class _File:
+    data: bytes
+    media_type: str
 
 
 class FakeConfluence:
@@ -213,9 +253,12 @@ class FakeConfluence:
             status, headers = 200, {}
         except _Reply as r:
             status, body, headers = r.status, r.body, r.headers
-        data = json.dumps(body).encode()
+        if isinstance(body, _File):
+            data, content_type = body.data, body.media_type
+        else:
+            data, content_type = json.dumps(body).encode(), "application/json"
         h.send_response(status)
-        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Type", content_type)
         h.send_header("Content-Length", str(len(data)))
         for k, v in headers.items():
             h.send_header(k, v)
@@ -292,12 +335,73 @@ class FakeConfluence:
         if mt := re.fullmatch(r"/rest/api/content/(\d+)/restriction/byOperation/read", path):
             page = self._page_of(mt.group(1))
             return self._v1_restriction(page, cloud=True)
+        if mt := re.fullmatch(r"/api/v2/pages/(\d+)/attachments", path):
+            page = self._page_of(mt.group(1))
+            items = [self._v2_attachment(page, a) for a in page.attachments]
+            return self._cursor_page(path, q, items, prefix="/wiki", keep=())
+        if mt := re.fullmatch(r"/api/v2/attachments/(att\d+)", path):
+            page, att = self._attachment_of(mt.group(1))
+            return self._v2_attachment(page, att)
+        if mt := re.fullmatch(r"/download/attachments/(\d+)/([^/]+)", path):
+            return self._download(mt.group(1), mt.group(2))
         if path == "/rest/api/group/by-id":
             for name, gid in m.group_ids.items():
                 if gid == q.get("id"):
                     return {"type": "group", "name": name, "id": gid}
             raise _Reply(404, {"statusCode": 404, "message": "group not found"})
         raise _Reply(404, {"statusCode": 404, "message": f"no endpoint {path}"})
+
+    def _attachment_of(self, att_id: str) -> tuple[FakePage, FakeAttachment]:
+        found = self.model.attachment(att_id)
+        if found is None:
+            raise _Reply(404, {"statusCode": 404, "message": f"No attachment {att_id}"})
+        return found
+
+    def _download(self, pid: str, quoted_name: str) -> _File:
+        page = self._page_of(pid)
+        for a in page.attachments:
+            if quote(a.file_name) == quoted_name:
+                return _File(a.data, a.media_type)
+        raise _Reply(404, {"statusCode": 404, "message": "attachment not found"})
+
+    @staticmethod
+    def _download_link(page: FakePage, a: FakeAttachment) -> str:
+        return (f"/download/attachments/{page.id}/{quote(a.file_name)}?version={a.version}"
+                "&modificationDate=1704099600000&api=v2")
+
+    def _v2_attachment(self, page: FakePage, a: FakeAttachment) -> dict:
+        return {
+            "id": a.id, "status": "current", "title": a.file_name,
+            "createdAt": "2024-01-01T09:00:00.000Z", "pageId": str(page.id),
+            "mediaType": a.media_type, "mediaTypeDescription": "", "comment": "",
+            "fileId": f"file-{a.id}", "fileSize": len(a.data),
+            "webuiLink": f"/pages/viewpageattachments.action?pageId={page.id}&preview="
+                         f"{quote('/' + str(page.id) + '/' + a.file_name)}",
+            "downloadLink": self._download_link(page, a),
+            "version": {"number": a.version, "createdAt": "2024-01-01T09:00:00.000Z",
+                        "message": "", "minorEdit": False, "authorId": "acc-author"},
+            "_links": {"webui": f"/pages/viewpageattachments.action?pageId={page.id}",
+                       "download": self._download_link(page, a)},
+        }
+
+    def _v1_attachment(self, page: FakePage, a: FakeAttachment, expand: set[str]) -> dict:
+        out: dict = {
+            "id": a.id, "type": "attachment", "status": "current", "title": a.file_name,
+            "metadata": {"mediaType": a.media_type},
+            "extensions": {"mediaType": a.media_type, "fileSize": len(a.data),
+                           "comment": ""},
+            "_links": {"webui": f"/pages/viewpageattachments.action?pageId={page.id}"
+                                f"&preview={quote('/' + str(page.id) + '/' + a.file_name)}",
+                       "download": self._download_link(page, a),
+                       "self": f"{self.dc_url}/rest/api/content/{a.id}"},
+        }
+        if "version" in expand:
+            out["version"] = {"by": {"type": "known", "username": "author"},
+                              "when": "2024-01-01T09:00:00.000Z", "number": a.version}
+        if "container" in expand:
+            out["container"] = {"id": str(page.id), "type": "page", "status": "current",
+                                "title": page.title}
+        return out
 
     def _space_by_id(self, sid: str) -> FakeSpace:
         for s in self.model.spaces.values():
@@ -426,6 +530,14 @@ class FakeConfluence:
             return reply
         if mt := re.fullmatch(r"/rest/api/content/(\d+)", path):
             return self._dc_page(self._page_of(mt.group(1)), expand)
+        if mt := re.fullmatch(r"/rest/api/content/(att\d+)", path):
+            return self._v1_attachment(*self._attachment_of(mt.group(1)), expand)
+        if mt := re.fullmatch(r"/rest/api/content/(\d+)/child/attachment", path):
+            page = self._page_of(mt.group(1))
+            items = [self._v1_attachment(page, a, expand) for a in page.attachments]
+            return self._offset_page(path, q, items, ("expand",))
+        if mt := re.fullmatch(r"/download/attachments/(\d+)/([^/]+)", path):
+            return self._download(mt.group(1), mt.group(2))
         if mt := re.fullmatch(r"/rest/api/content/(\d+)/restriction/byOperation/read", path):
             return self._v1_restriction(self._page_of(mt.group(1)), cloud=False)
         if mt := re.fullmatch(r"/rest/api/content/(\d+)/label", path):
