@@ -130,10 +130,33 @@ class _Packer:
                     prev.end_line = c.end_line
                     prev.token_count = tokens
                     continue
+            if prev is not None and self._lone_header_of(prev, c):
+                # A class split into its methods leaves its bare ``class X:`` line alone: a
+                # chunk that says nothing. It goes with its first member instead.
+                start, end = prev.start_line - self.offset, c.end_line - self.offset
+                tokens = self.tokens(start, end)
+                if tokens <= self.budget(c.symbol):
+                    c.text = "\n".join(self.lines[start - 1 : end])
+                    c.start_line = prev.start_line
+                    c.token_count = tokens
+                    out[-1] = c
+                    continue
             out.append(c)
         for i, c in enumerate(out):
             c.ordinal = i
         return out
+
+    def _lone_header_of(self, prev: Chunk, c: Chunk) -> bool:
+        """``prev`` is only the declaration line of the container that ``c`` is a member of,
+        with nothing but blank lines between them."""
+        if not (prev.symbol and c.symbol and c.symbol.startswith(prev.symbol + " > ")):
+            return False
+        if {id(prev), id(c)} & self._pieces or prev.end_line >= c.start_line:
+            return False
+        if sum(1 for line in prev.text.split("\n") if line.strip()) != 1:
+            return False
+        gap = range(prev.end_line - self.offset + 1, c.start_line - self.offset)
+        return all(not self.lines[i - 1].strip() for i in gap)
 
     def heading(self, symbol: str | None) -> str:
         return symbol or self.path

@@ -65,7 +65,7 @@ from citewise.types import Chunk, SourceDocument
 log = logging.getLogger("citewise.ingest")
 
 CHUNKER_VERSION = "sections-v1"
-CODE_CHUNKER_VERSION = "code-v1"
+CODE_CHUNKER_VERSION = "code-v2"
 # Media type of source code and config files: chunked along their structure, not parsed as prose.
 CODE_MEDIA_TYPE = "text/x-code"
 # A run may delete at most this share of a source's documents without --force...

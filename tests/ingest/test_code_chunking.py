@@ -207,3 +207,21 @@ def test_line_numbers_follow_the_body_offset(dense):
                          path="x.py", metadata={"language": "python"}, body_line_offset=3)
     chunks = chunk_code("doc", doc, "def f():\n    return 1\n", dense.count_tokens, 200)
     assert (chunks[0].start_line, chunks[0].end_line) == (4, 5)
+
+
+def test_a_bare_class_line_goes_with_its_first_method(dense):
+    text = (
+        "class Pipeline:\n\n"
+        "    def __init__(self, catalog, index):\n"
+        "        self.catalog = catalog\n        self.index = index\n\n"
+        "    def run(self, source):\n"
+        + "".join(f"        step_{i}(source, self.catalog, self.index)\n" for i in range(40))
+    )
+    chunks = chunks_of(dense, text, "python", "app/pipeline.py")
+    assert_exact(chunks, text, dense, "app/pipeline.py")
+    # No chunk holds only the declaration; the constructor's chunk starts at it.
+    assert all(c.text.strip() != "class Pipeline:" for c in chunks)
+    init = find(chunks, "class Pipeline > def __init__")
+    assert init.start_line == 1 and "def __init__" in init.text
+    assert find(chunks, "class Pipeline > def run").start_line == 7
+
