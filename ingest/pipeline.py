@@ -122,10 +122,13 @@ class IngestPipeline:
         # Where connectors may keep working files (a git clone); the data folder in production.
         self.work_dir = work_dir or Path("data")
         self.chunker = Chunker(dense.count_tokens, chunk_max_tokens)
-        self.signature = "|".join(
-            [CHUNKER_VERSION, CODE_CHUNKER_VERSION, str(chunk_max_tokens), dense.model_id,
-             sparse.version]
-        )
+        # What a document's chunks and vectors depend on besides its bytes. The chunker's version
+        # goes in per kind of document, so a new code chunker re-chunks code, not every page.
+        self._signature_base = "|".join([str(chunk_max_tokens), dense.model_id, sparse.version])
+
+    def signature(self, media_type: str) -> str:
+        chunker = CODE_CHUNKER_VERSION if media_type == CODE_MEDIA_TYPE else CHUNKER_VERSION
+        return f"{chunker}|{self._signature_base}"
 
     def run(
         self,
@@ -229,11 +232,20 @@ class IngestPipeline:
     ) -> tuple[list[DocumentRecord], dict]:
         """Run a syncing connector; return the documents to delete and the state to keep."""
         stored = (self.catalog.get_source(source) or {}).get("state") or {}
+        # Documents indexed under another signature (a new chunker, model or chunk size) must be
+        # re-read even though the source did not change them: ask for everything. Unchanged ones
+        # under the current signature are still skipped by content hash.
+        stale = sum(
+            1 for r in existing.values() if r.index_signature != self.signature(r.media_type)
+        )
+        if stale and not force:
+            log.info("%s: %d documents were indexed with other settings; reading the whole "
+                     "source", source, stale)
         request = SyncRequest(
             state=dict(stored.get("cursor") or {}),
             checkpoint=stored.get("checkpoint"),
             retry=list(stored.get("retry") or []),
-            full=force,
+            full=force or bool(stale),
         )
         state = request.state
         deleted: set[str] = set()
@@ -311,7 +323,7 @@ class IngestPipeline:
             previous is not None
             and not force
             and previous.content_hash == doc.content_hash
-            and previous.index_signature == self.signature
+            and previous.index_signature == self.signature(doc.media_type)
         ):
             self._refresh_unchanged(doc, previous, repair)
             report.counts.unchanged += 1
@@ -392,7 +404,8 @@ class IngestPipeline:
 
     def _write_document(self, source: str, p: _Prepared, texts: list[str], vectors) -> None:
         doc = p.doc
-        version = hashlib.sha256(f"{doc.content_hash}|{self.signature}".encode()).hexdigest()[:16]
+        signature = self.signature(doc.media_type)
+        version = hashlib.sha256(f"{doc.content_hash}|{signature}".encode()).hexdigest()[:16]
         blob_key = self.blobs.put(doc.content)
         service = doc.metadata.get("service")
         service = str(service) if service else None
@@ -430,7 +443,7 @@ class IngestPipeline:
             media_type=doc.media_type,
             content_hash=doc.content_hash,
             version=version,
-            index_signature=self.signature,
+            index_signature=signature,
             readers=doc.readers,
             blob_key=blob_key,
             indexed_at=now(),

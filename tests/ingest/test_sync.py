@@ -249,3 +249,22 @@ def test_secrets_are_redacted_before_anything_is_stored(make_services, tmp_path)
     assert all(secret not in c["text"] for c in services.catalog.chunks_of(record.id))
     hits = services.search.search("deploy user key", Identity(), top_k=5)
     assert hits and all(secret not in h.text for h in hits)
+
+
+def test_new_index_settings_make_a_sync_source_read_everything_once(make_services, tmp_path):
+    """A new chunker, model or chunk size changes the index signature: files the source did
+    not change must still be re-chunked, so the connector is asked for a full pass."""
+    data = tmp_path / "data"
+    source = ChangingSource()
+    for name in ("redis", "kafka"):
+        source.put(name, page(name))
+    first = make_services(data_dir=data)
+    run(first, source)
+    first.close()
+    services = make_services(data_dir=data, chunk_max_tokens=150)
+    report = run(services, source)
+    assert source.requests[-1].full is True
+    assert report.counts.updated == 2, report.summary()
+    run(services, source)
+    assert source.requests[-1].full is False  # once re-indexed, back to incremental
+
