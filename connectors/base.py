@@ -49,7 +49,8 @@ class SyncRequest:
     checkpoint: dict | None = None
     # External ids that failed in the last finished run: read them again, whatever changed.
     retry: list[str] = field(default_factory=list)
-    # ``--force``: list and yield everything, with ``live_ids``.
+    # ``--force``, or the index settings changed since documents were indexed: list and yield
+    # everything, with ``live_ids``.
     full: bool = False
 
 
