@@ -33,7 +33,10 @@ def confluence_server_anchor(heading: str, title: str) -> str:
 
 def confluence_cloud_anchor(heading: str, title: str) -> str:
     """Confluence Cloud's editor: the heading text, case and punctuation kept, each run of
-    whitespace turned into a dash: "Roll back now" -> ``Roll-back-now``."""
+    whitespace turned into a dash: "Roll back now" -> ``Roll-back-now``. (Third-party tools that
+    link into Confluence describe the same rule: Cloud only turns spaces into hyphens, Data
+    Center prefixes the page title; e.g. the v1.2.0 release notes of wonseok-han/confluence-sync.
+    Atlassian documents neither.)"""
     return re.sub(r"\s+", "-", heading.strip())
 
 
