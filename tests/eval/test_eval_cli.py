@@ -4,16 +4,11 @@ model, the embedded engine, the metrics, the table and the JSON file."""
 from __future__ import annotations
 
 import json
-import logging
-import os
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from citewise.api.cli import cli
-
-NO_CITEWISE_ENV = {k: None for k in os.environ if k.startswith("CITEWISE_")}
+from tests.api.test_cli import invoke
 
 DOCS = {
     "d1": ("Redis cache failover", "Promote a replica with a manual Sentinel failover when the "
@@ -50,16 +45,6 @@ def write_beir(root: Path) -> Path:
     lines += [f"{q}\t{d}\t{g}" for q, (_, rel) in QUERIES.items() for d, g in rel.items()]
     (root / "qrels" / "test.tsv").write_text("\n".join(lines) + "\n")
     return root
-
-
-def invoke(*args: object):
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    try:
-        return CliRunner().invoke(cli, [str(a) for a in args], env=NO_CITEWISE_ENV)
-    finally:
-        root.handlers[:] = handlers
-        root.setLevel(level)
 
 
 @pytest.fixture
