@@ -14,13 +14,14 @@ from pathlib import Path
 from citewise.errors import ConfigError, ConflictError, InvalidRequestError
 from citewise.index.blobs import BlobStore, LocalBlobStore, S3BlobStore
 from citewise.index.catalog import Catalog
-from citewise.index.embedder import DenseEncoder, EmbeddingCache
+from citewise.index.dense import DenseEncoder, EmbeddingCache
 from citewise.index.sparse import Bm25Encoder
-from citewise.index.vectors import VectorIndex
+from citewise.index.vector_index import VectorIndex
+from citewise.ingest.jobs import JobQueue
 from citewise.ingest.pipeline import IngestPipeline
-from citewise.ingest.runner import IngestRunner
 from citewise.retrieval.answer import AnswerService
 from citewise.retrieval.fusion import FusionConfig
+from citewise.retrieval.library import DeclaredSource, LibraryService
 from citewise.retrieval.llm import LLMClient
 from citewise.retrieval.rerank import CrossEncoderReranker, HttpReranker, Reranker
 from citewise.retrieval.search import SearchService
@@ -39,7 +40,8 @@ class Services:
     pipeline: IngestPipeline
     search: SearchService
     answers: AnswerService
-    runner: IngestRunner
+    library: LibraryService
+    runner: JobQueue
 
     @property
     def index_kind(self) -> str:
@@ -51,7 +53,7 @@ class Services:
 
 
 def build_dense(settings: Settings) -> DenseEncoder:
-    # The loaded model is shared per process (see index.embedder); the cache is per data folder.
+    # The loaded model is shared per process (see index.dense); the cache is per data folder.
     return DenseEncoder(
         settings.embedding_model_path,
         batch_size=settings.embedding_batch_size,
@@ -154,7 +156,10 @@ def build_services(settings: Settings) -> Services:
         pipeline=pipeline,
         search=search,
         answers=answers,
-        runner=IngestRunner(pipeline),
+        library=LibraryService(
+            catalog, blobs, [DeclaredSource(s.name, s.type) for s in settings.sources]
+        ),
+        runner=JobQueue(pipeline),
     )
 
 

@@ -33,7 +33,7 @@ def _search(request: Request, who: Identity, body: SearchRequest) -> SearchRespo
     )
     return SearchResponse(
         query=body.query,
-        results=[r.to_dict() for r in results],
+        results=results,
         took_ms=round((time.perf_counter() - started) * 1000, 2),
     )
 
@@ -80,5 +80,5 @@ def answer(
     started = time.perf_counter()
     result = request.app.state.services.answers.answer(body.question, who, _filters(body.filters))
     return AnswerResponse(
-        **result.to_dict(), took_ms=round((time.perf_counter() - started) * 1000, 2)
+        **dict(result), took_ms=round((time.perf_counter() - started) * 1000, 2)
     )

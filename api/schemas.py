@@ -6,6 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from citewise.retrieval.answer import Answer
+from citewise.retrieval.search import SearchResult
+
 
 class Filters(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -42,30 +45,9 @@ class SearchRequest(BaseModel):
     )
 
 
-class SearchHit(BaseModel):
-    chunk_id: str
-    document_id: str
-    source: str = Field(description="The source's name.")
-    path: str | None = Field(description="Path relative to the source root (file sources).")
-    url: str | None = Field(description="Link to the document (and heading), when known.")
-    title: str
-    heading: str = Field(description="Heading path inside the document.")
-    anchor: str | None
-    text: str
-    score: float
-    start_line: int | None
-    end_line: int | None
-    service: str | None
-    tags: list[str] | None
-    symbol: str | None = Field(default=None, description="Code chunks: the function or class.")
-    metadata: dict | None = Field(
-        default=None, description="What the source knows: repository, language, last commit..."
-    )
-
-
 class SearchResponse(BaseModel):
     query: str
-    results: list[SearchHit]
+    results: list[SearchResult]
     took_ms: float
 
 
@@ -81,27 +63,7 @@ class AnswerRequest(BaseModel):
     filters: Filters = Field(default_factory=Filters)
 
 
-class CitationOut(BaseModel):
-    n: int = Field(description="The number used as [n] in the answer.")
-    document_id: str
-    title: str
-    heading: str
-    quote: str = Field(description="The passage text the answer quotes.")
-    source: str
-    path: str | None
-    url: str | None
-    start_line: int | None
-    end_line: int | None
-    symbol: str | None = None
-    score: float
-
-
-class AnswerResponse(BaseModel):
-    answer: str
-    citations: list[CitationOut]
-    abstained: bool = Field(description="True when the evidence was too weak to answer.")
-    mode: str = Field(description="extractive or llm")
-    evidence: float = Field(description="Similarity of the best passage to the question.")
+class AnswerResponse(Answer):
     took_ms: float
 
 

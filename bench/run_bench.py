@@ -63,9 +63,9 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 
 from citewise.api.composition import Services, build_services  # noqa: E402
 from citewise.connectors.folder import MEDIA_TYPES  # noqa: E402
-from citewise.index.embedder import DenseEncoder, embedding_text  # noqa: E402
+from citewise.index.dense import DenseEncoder, embedding_text  # noqa: E402
+from citewise.ingest.jobs import run_source  # noqa: E402
 from citewise.ingest.pipeline import RunReport  # noqa: E402
-from citewise.ingest.runner import run_source  # noqa: E402
 from citewise.settings import Settings, SourceConfig  # noqa: E402
 from citewise.types import Identity  # noqa: E402
 

@@ -17,6 +17,7 @@ Tune on train only.
 from __future__ import annotations
 
 import argparse
+import functools
 import sqlite3
 import sys
 import time
@@ -25,13 +26,12 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-import Stemmer
 
-from citewise.index.embedder import DenseEncoder, EmbeddingCache, embedding_text
-from citewise.index.sparse import _CAMEL, _TOKEN, STOPWORDS
-from citewise.index.vectors import VectorHit
-from citewise.retrieval.evaluation.beir import load_dataset
-from citewise.retrieval.evaluation.ir_metrics import evaluate
+from citewise.api.evaluation.beir import load_dataset
+from citewise.api.evaluation.ir_metrics import evaluate
+from citewise.index.dense import DenseEncoder, EmbeddingCache, embedding_text
+from citewise.index.sparse import STOPWORDS, tokenize
+from citewise.index.vector_index import VectorHit
 from citewise.retrieval.fusion import FusionConfig, fuse
 
 DEPTH = 300  # chunks per query, as `citewise eval` uses
@@ -46,21 +46,8 @@ MORE_STOPWORDS = frozenset(
 
 
 def tokeniser(stopwords=STOPWORDS, stem=True):
-    """citewise's BM25 tokenisation (index/sparse.py), with switches for the variants."""
-    stemmer = Stemmer.Stemmer("english")
-
-    def terms(text: str) -> list[str]:
-        out = []
-        for raw in _TOKEN.findall(text):
-            low = raw.lower()
-            if low not in stopwords:
-                out.append(low)
-            parts = _CAMEL.findall(raw)
-            if len(parts) > 1:
-                out.extend(p.lower() for p in parts if len(p) > 1 and p.lower() not in stopwords)
-        return stemmer.stemWords(out) if stem else out
-
-    return terms
+    """citewise's BM25 tokenisation (index/sparse.py), with the variant's switches."""
+    return functools.partial(tokenize, stopwords=stopwords, stem=stem)
 
 
 def bm25(texts, queries, terms, k1=1.2, b=0.75, avg_len=120.0) -> np.ndarray:

@@ -3,10 +3,10 @@
 A connector knows one kind of source and produces ``SourceDocument``s; it knows nothing of
 chunks, vectors or storage. The pipeline uses one of two capabilities:
 
-* **load + list ids** (a folder): ``load()`` yields every document the source admits, in
-  batches (never one big list), so memory stays flat; the pipeline deletes catalog documents that
-  the run did not see. ``list_ids()`` yields the same ids without reading bodies; it must admit
-  exactly the documents ``load()`` admits, or pruning deletes the wrong ones.
+* **load** (a folder): ``load()`` yields every document the source admits, in batches (never
+  one big list), so memory stays flat. After a complete load the pipeline deletes the catalog
+  documents the run did not see, so ``load()`` must either yield every admitted document (a
+  document it cannot read is yielded with ``error`` set: it is kept, not deleted) or raise.
 * **sync** (git, Confluence): the source can say what changed since a state it returned last
   time (a commit, a modification time), so a run reads only that. ``sync()`` yields
   ``SyncBatch``es: changed documents, ids known to be deleted, and, in a full pass, the complete
@@ -31,11 +31,6 @@ class LoadConnector(Protocol):
     source_type: ClassVar[str]
 
     def load(self, batch_size: int = 32) -> Iterator[list[SourceDocument]]: ...
-
-
-@runtime_checkable
-class ListIdsConnector(Protocol):
-    def list_ids(self) -> Iterator[str]: ...
 
 
 @dataclass
@@ -73,6 +68,21 @@ class SyncBatch:
     state: dict | None = None
     # Documents this run expects, for the progress bar.
     total: int | None = None
+    # Problems that belong to no one document (a space that cannot be listed, a page whose
+    # attachments cannot be listed): reported with the run, which ends partial.
+    errors: list[SyncError] = field(default_factory=list)
+
+
+@dataclass
+class SyncError:
+    """A problem of a sync run beyond a single document."""
+
+    # What it concerns, for the report: "space ENG", "attachments of page 1234".
+    scope: str
+    message: str
+    # An external id to hand back in the next run's ``SyncRequest.retry`` (say, the page whose
+    # attachments could not be listed), or None when the next run covers it anyway.
+    retry: str | None = None
 
 
 @runtime_checkable

@@ -62,10 +62,6 @@ class BeirCorpusConnector:
     def count(self) -> int:
         return sum(1 for _ in self._lines())
 
-    def list_ids(self) -> Iterator[str]:
-        for _, row in self._lines():
-            yield row["_id"]
-
     def load(self, batch_size: int = 32) -> Iterator[list[SourceDocument]]:
         batch: list[SourceDocument] = []
         for _, row in self._lines():

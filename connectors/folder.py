@@ -19,6 +19,13 @@ from pathlib import Path
 from typing import ClassVar
 
 from citewise.connectors.frontmatter import FrontMatterError, split_front_matter
+from citewise.connectors.textfiles import (
+    NotTextError,
+    decode_text,
+    markdown_title,
+    parse_tags,
+    too_large,
+)
 from citewise.errors import SourceError
 from citewise.types import SourceDocument, normalise_readers
 
@@ -37,7 +44,6 @@ _HTML_H1 = re.compile(r"<h1[^>]*>(.*?)</h1>", re.I | re.S)
 _HTML_META = re.compile(
     r"<meta\s+name=[\"'](citewise-[a-z]+)[\"']\s+content=[\"']([^\"']*)[\"']", re.I
 )
-_MD_H1 = re.compile(r"^#\s+(.+?)\s*#*\s*$", re.M)
 _TAG = re.compile(r"<[^>]+>")
 
 
@@ -134,23 +140,17 @@ class FolderConnector:
         try:
             stat = full.stat()
             doc.updated_at = datetime.fromtimestamp(stat.st_mtime, UTC)
-            if stat.st_size > self.config.max_file_bytes:
-                doc.error = (
-                    f"file is {stat.st_size} bytes, over the limit of "
-                    f"{self.config.max_file_bytes} (raise max_file_bytes for this source)"
-                )
+            doc.error = too_large(stat.st_size, self.config.max_file_bytes)
+            if doc.error:
                 return doc
             doc.content = full.read_bytes()
         except OSError as e:
             doc.error = f"cannot read file: {e.strerror or e}"
             return doc
-        if b"\0" in doc.content[:8192]:
-            doc.error = "file looks binary (contains NUL bytes); only text files are indexed"
-            return doc
         try:
-            text = doc.content.decode("utf-8-sig")
-        except UnicodeDecodeError as e:
-            doc.error = f"file is not UTF-8 text (byte {e.start}): re-save it as UTF-8"
+            text = decode_text(doc.content)
+        except NotTextError as e:
+            doc.error = str(e)
             return doc
         try:
             self._apply_metadata(doc, text)
@@ -175,17 +175,12 @@ class FolderConnector:
             doc.body = body
             doc.body_line_offset = offset
             if doc.media_type == "text/markdown" and not meta.get("title"):
-                m = _MD_H1.search(body)
-                if m:
-                    doc.title = m.group(1).strip()
+                doc.title = markdown_title(body) or doc.title
         if meta.get("title"):
             doc.title = str(meta["title"]).strip()
         if "readers" in meta:
             doc.readers = normalise_readers(meta["readers"])
-        tags = meta.get("tags") or []
-        if isinstance(tags, str):
-            tags = [t for t in re.split(r"[,\s]+", tags) if t]
-        doc.tags = [str(t).strip().lower() for t in tags]
+        doc.tags = parse_tags(meta.get("tags") or [])
         doc.metadata = {k: v for k, v in meta.items() if k not in ("title", "readers", "tags")}
 
 

@@ -13,6 +13,10 @@ from datetime import datetime
 PUBLIC = "public"
 """The reader principal that every caller has, signed in or not."""
 
+CODE_MEDIA_TYPE = "text/x-code"
+"""Source code and config files: chunked along their structure (``metadata["language"]``), not
+parsed as prose."""
+
 
 def normalise_readers(readers: Iterable[str] | str | None) -> list[str]:
     """Readers are principals: ``public``, ``user:<id>`` or ``group:<name>``.

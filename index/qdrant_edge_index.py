@@ -21,13 +21,12 @@ from typing import IO
 import qdrant_edge as qe
 
 from citewise.errors import BackendError, CitewiseError, ConfigError, IndexLockedError
-from citewise.index.vectors import (
+from citewise.index.payload import INDEXED_FIELDS, ChunkPayload
+from citewise.index.vector_index import (
     DENSE,
-    INDEXED_FIELDS,
     SPARSE,
     ChunkPoint,
     IndexFilter,
-    SearchMode,
     SparseVector,
     VectorHit,
 )
@@ -171,31 +170,27 @@ class EdgeVectorIndex:
     # -- reads -------------------------------------------------------------------------------
 
     def search(
-        self,
-        *,
-        dense: list[float] | None,
-        sparse: SparseVector | None,
-        filter: IndexFilter,
-        limit: int,
-        mode: SearchMode = "hybrid",
-        prefetch_limit: int = 50,
-        rrf_k: int = 60,
+        self, query: list[float] | SparseVector, *, filter: IndexFilter, limit: int
     ) -> list[VectorHit]:
-        request = _query_request(
-            dense=dense,
-            sparse=sparse,
-            flt=_edge_filter(filter),
-            limit=limit,
-            mode=mode,
-            prefetch_limit=prefetch_limit,
-            rrf_k=rrf_k,
+        if isinstance(query, SparseVector):
+            if not query.indices:  # a query without terms matches nothing
+                return []
+            engine_query = qe.Query.Nearest(
+                qe.SparseVector(query.indices, query.values), using=SPARSE
+            )
+        else:
+            engine_query = qe.Query.Nearest(list(query), using=DENSE)
+        request = qe.QueryRequest(
+            limit=limit, query=engine_query, filter=_edge_filter(filter), params=_EXACT,
+            with_payload=True,
         )
-        if request is None:
-            return []
         with self._engine("search") as shard:
             points = shard.query(request)
         # The engine hands ids back as uuid.UUID whatever form they went in as.
-        return [VectorHit(id=str(p.id), score=p.score, payload=p.payload or {}) for p in points]
+        return [
+            VectorHit(id=str(p.id), score=p.score, payload=ChunkPayload.from_payload(p.payload))
+            for p in points
+        ]
 
     def count(self, filter: IndexFilter | None = None) -> int:
         request = qe.CountRequest(exact=True, filter=_edge_filter(filter))
@@ -251,50 +246,7 @@ def _edge_point(point: ChunkPoint) -> qe.Point:
         DENSE: point.dense,
         SPARSE: qe.SparseVector(point.sparse.indices, point.sparse.values),
     }
-    return qe.Point(id=point.id, vector=vectors, payload=point.payload)
-
-
-def _query_request(
-    *,
-    dense: list[float] | None,
-    sparse: SparseVector | None,
-    flt: qe.Filter | None,
-    limit: int,
-    mode: SearchMode,
-    prefetch_limit: int,
-    rrf_k: int,
-) -> qe.QueryRequest | None:
-    """The engine request for one search, or None when there is nothing to search with."""
-    queries: dict[str, qe.Query] = {}
-    if dense is not None:
-        queries[DENSE] = qe.Query.Nearest(dense, using=DENSE)
-    if sparse is not None and sparse.indices:
-        # A query without terms matches nothing; hybrid then runs on the dense side alone.
-        queries[SPARSE] = qe.Query.Nearest(
-            qe.SparseVector(sparse.indices, sparse.values), using=SPARSE
-        )
-    if mode == "hybrid":
-        if not queries:
-            return None
-        prefetches = [
-            qe.Prefetch(limit=prefetch_limit, query=q, filter=flt, params=_EXACT)
-            for q in queries.values()
-        ]
-        return qe.QueryRequest(
-            limit=limit,
-            prefetches=prefetches,
-            query=qe.Fusion.Rrf(k=rrf_k),
-            filter=flt,
-            with_payload=True,
-        )
-    if (dense if mode == "dense" else sparse) is None:
-        raise ValueError(f"a {mode} search needs a {mode} query vector")
-    name = DENSE if mode == "dense" else SPARSE
-    if name not in queries:  # an empty sparse query
-        return None
-    return qe.QueryRequest(
-        limit=limit, query=queries[name], filter=flt, params=_EXACT, with_payload=True
-    )
+    return qe.Point(id=point.id, vector=vectors, payload=point.payload.to_payload())
 
 
 def _match_value(key: str, value: str) -> qe.FieldCondition:

@@ -15,13 +15,12 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from citewise.errors import BackendError, ConfigError
-from citewise.index.vectors import (
+from citewise.index.payload import INDEXED_FIELDS, ChunkPayload
+from citewise.index.vector_index import (
     DENSE,
-    INDEXED_FIELDS,
     SPARSE,
     ChunkPoint,
     IndexFilter,
-    SearchMode,
     SparseVector,
     VectorHit,
 )
@@ -182,56 +181,29 @@ class ServerVectorIndex:
     # -- reads -------------------------------------------------------------------------------
 
     def search(
-        self,
-        *,
-        dense: list[float] | None,
-        sparse: SparseVector | None,
-        filter: IndexFilter,
-        limit: int,
-        mode: SearchMode = "hybrid",
-        prefetch_limit: int = 50,
-        rrf_k: int = 60,
+        self, query: list[float] | SparseVector, *, filter: IndexFilter, limit: int
     ) -> list[VectorHit]:
-        flt = _server_filter(filter)
-        queries: dict[str, list[float] | models.SparseVector] = {}
-        if dense is not None:
-            queries[DENSE] = dense
-        if sparse is not None and sparse.indices:
-            # A query without terms matches nothing; hybrid then runs on the dense side alone.
-            queries[SPARSE] = models.SparseVector(indices=sparse.indices, values=sparse.values)
-
-        prefetch: list[models.Prefetch] | None = None
-        using: str | None = None
-        if mode == "hybrid":
-            if not queries:
+        if isinstance(query, SparseVector):
+            if not query.indices:  # a query without terms matches nothing
                 return []
-            prefetch = [
-                models.Prefetch(query=q, using=name, limit=prefetch_limit, filter=flt)
-                for name, q in queries.items()
-            ]
-            query: models.Query | list[float] | models.SparseVector = models.RrfQuery(
-                rrf=models.Rrf(k=rrf_k)
+            using = SPARSE
+            engine_query: list[float] | models.SparseVector = models.SparseVector(
+                indices=query.indices, values=query.values
             )
         else:
-            if (dense if mode == "dense" else sparse) is None:
-                raise ValueError(f"a {mode} search needs a {mode} query vector")
-            using = DENSE if mode == "dense" else SPARSE
-            if using not in queries:  # an empty sparse query
-                return []
-            query = queries[using]
-
+            using, engine_query = DENSE, list(query)
         with self._request("search"):
             response = self._client.query_points(
                 self._collection,
-                query=query,
+                query=engine_query,
                 using=using,
-                prefetch=prefetch,
-                query_filter=flt,
+                query_filter=_server_filter(filter),
                 limit=limit,
                 with_payload=True,
             )
         return [
-            VectorHit(id=str(p.id), score=p.score, payload=p.payload or {}) for p in response.points
+            VectorHit(id=str(p.id), score=p.score, payload=ChunkPayload.from_payload(p.payload))
+            for p in response.points
         ]
 
     def count(self, filter: IndexFilter | None = None) -> int:
@@ -263,7 +235,7 @@ class ServerVectorIndex:
 def _point_struct(point: ChunkPoint) -> models.PointStruct:
     sparse = models.SparseVector(indices=point.sparse.indices, values=point.sparse.values)
     return models.PointStruct(
-        id=point.id, vector={DENSE: point.dense, SPARSE: sparse}, payload=point.payload
+        id=point.id, vector={DENSE: point.dense, SPARSE: sparse}, payload=point.payload.to_payload()
     )
 
 

@@ -10,12 +10,13 @@ one and lets us control tokenisation for engineering text.
 from __future__ import annotations
 
 import re
+import threading
 import zlib
 from collections import Counter
 
 import Stemmer
 
-from citewise.index.vectors import SparseVector
+from citewise.index.vector_index import SparseVector
 
 # Alphanumeric runs; identifiers like kube-apiserver or db_pool_size split on their separators.
 _TOKEN = re.compile(r"[A-Za-z0-9]+")
@@ -29,8 +30,35 @@ STOPWORDS = frozenset(
 )
 
 
+_local = threading.local()
+
+
+def tokenize(text: str, *, stopwords: frozenset[str] = STOPWORDS, stem: bool = True) -> list[str]:
+    """BM25 terms of ``text``: alphanumeric runs, lowercased, stop words dropped, stemmed.
+
+    An exact alert or class name matches as a whole and its CamelCase parts match too. The
+    keywords are the variants a tuning sweep tries (``bench/scifact_sweep.py``); the index always
+    uses the defaults.
+    """
+    out: list[str] = []
+    for raw in _TOKEN.findall(text):
+        low = raw.lower()
+        if low not in stopwords:
+            out.append(low)
+        parts = _CAMEL.findall(raw)
+        if len(parts) > 1:
+            out.extend(p.lower() for p in parts if len(p) > 1 and p.lower() not in stopwords)
+    if not stem:
+        return out
+    # A PyStemmer object is not safe to share between threads: one per thread.
+    stemmer = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        stemmer = _local.stemmer = Stemmer.Stemmer("english")
+    return stemmer.stemWords(out)
+
+
 class Bm25Encoder:
-    """Tokenise, drop stop words, stem, and hash terms to stable 32-bit ids."""
+    """Tokenise (``tokenize``), hash terms to stable 32-bit ids, weight by saturated tf."""
 
     version = "bm25-v1"
 
@@ -38,21 +66,9 @@ class Bm25Encoder:
         self.k1 = k1
         self.b = b
         self.avg_len = avg_len
-        self._stemmer = Stemmer.Stemmer("english")
 
     def terms(self, text: str) -> list[str]:
-        out: list[str] = []
-        for raw in _TOKEN.findall(text):
-            low = raw.lower()
-            if low not in STOPWORDS:
-                out.append(low)
-            # An exact alert or class name matches as a whole; its parts match too.
-            parts = _CAMEL.findall(raw)
-            if len(parts) > 1:
-                out.extend(
-                    p.lower() for p in parts if len(p) > 1 and p.lower() not in STOPWORDS
-                )
-        return self._stemmer.stemWords(out)
+        return tokenize(text)
 
     @staticmethod
     def term_id(term: str) -> int:

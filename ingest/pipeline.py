@@ -41,7 +41,7 @@ from datetime import UTC
 from pathlib import Path
 
 from citewise import metrics
-from citewise.connectors.base import LoadConnector, SyncConnector, SyncRequest
+from citewise.connectors.base import LoadConnector, SyncConnector, SyncError
 from citewise.errors import CitewiseError, DocumentError, SourceError
 from citewise.index.blobs import BlobStore
 from citewise.index.catalog import (
@@ -52,22 +52,18 @@ from citewise.index.catalog import (
     document_id,
     now,
 )
-from citewise.index.embedder import DenseEncoder, embedding_text
+from citewise.index.dense import DenseEncoder, embedding_text
+from citewise.index.payload import ChunkPayload, DocumentPayload, path_prefixes
 from citewise.index.sparse import Bm25Encoder
-from citewise.index.vectors import ChunkPoint, VectorIndex
-from citewise.ingest.anchors import anchor_style
-from citewise.ingest.chunking import Chunker
-from citewise.ingest.parse import document_text, parse
+from citewise.index.vector_index import ChunkPoint, VectorIndex
+from citewise.ingest.chunking import Chunkers
 from citewise.ingest.progress import ProgressSink, SilentProgress
 from citewise.ingest.redact import redact_document
+from citewise.ingest.state import IndexSignature, SourceState
 from citewise.types import Chunk, SourceDocument
 
 log = logging.getLogger("citewise.ingest")
 
-CHUNKER_VERSION = "sections-v1"
-CODE_CHUNKER_VERSION = "code-v2"
-# Media type of source code and config files: chunked along their structure, not parsed as prose.
-CODE_MEDIA_TYPE = "text/x-code"
 # A run may delete at most this share of a source's documents without --force...
 MASS_DELETION_SHARE = 0.5
 # ...once the source has at least this many (small sources churn legitimately).
@@ -83,6 +79,11 @@ class RunReport:
     seconds: float
     errors: list[tuple[str | None, str]] = field(default_factory=list)
     message: str | None = None
+    # Problems of the run beyond one document (a space that cannot be listed).
+    run_errors: list[str] = field(default_factory=list)
+    # Syncing connectors: the cursor to keep, and ids to read again next run besides failures.
+    cursor: dict | None = None
+    retry: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         c = self.counts
@@ -121,14 +122,8 @@ class IngestPipeline:
         self.sparse = sparse
         # Where connectors may keep working files (a git clone); the data folder in production.
         self.work_dir = work_dir or Path("data")
-        self.chunker = Chunker(dense.count_tokens, chunk_max_tokens)
-        # What a document's chunks and vectors depend on besides its bytes. The chunker's version
-        # goes in per kind of document, so a new code chunker re-chunks code, not every page.
-        self._signature_base = "|".join([str(chunk_max_tokens), dense.model_id, sparse.version])
-
-    def signature(self, media_type: str) -> str:
-        chunker = CODE_CHUNKER_VERSION if media_type == CODE_MEDIA_TYPE else CHUNKER_VERSION
-        return f"{chunker}|{self._signature_base}"
+        self.chunkers = Chunkers(dense.count_tokens, chunk_max_tokens)
+        self.signature = IndexSignature(self.chunkers, dense.model_id, sparse.version)
 
     def run(
         self,
@@ -150,22 +145,17 @@ class IngestPipeline:
         progress = progress or SilentProgress()
         started = time.monotonic()
         self.catalog.ensure_source(source, source_type, config or {})
-        previous_run = self.catalog.list_runs(source, limit=1)
-        repair = bool(previous_run) and previous_run[0]["status"] in ("running", "interrupted")
+        state = SourceState(self.catalog, source, self.signature)
         run_id = self.catalog.start_run(source, trigger)
         counts = RunCounts()
         report = RunReport(run_id, source, "running", counts, 0.0)
-        existing = self.catalog.documents_of_source(source)
-        seen: set[str] = set()
         metrics.INGEST_RUNNING.inc()
 
         def process(batch: list[SourceDocument]) -> None:
             prepared = []
             for doc in batch:
-                seen.add(doc.external_id)
                 counts.seen += 1
-                item = self._prepare(source, doc, existing.get(doc.external_id), force,
-                                     repair, report)
+                item = self._prepare(source, doc, state, force, report)
                 if item is not None:
                     prepared.append(item)
             self._write_batch(source, prepared, counts, report, progress)
@@ -174,11 +164,10 @@ class IngestPipeline:
             if on_counts:
                 on_counts(counts)
 
-        sync_state: dict | None = None
         try:
             if isinstance(connector, SyncConnector):
-                gone, sync_state = self._sync(source, connector, process, existing, seen,
-                                              force, progress, batch_size)
+                gone = self._sync(connector, state, process, report, force, progress,
+                                  batch_size)
             else:
                 # Connectors that can count cheaply (a folder listing) give the bar its total.
                 count = getattr(connector, "count", None)
@@ -186,19 +175,17 @@ class IngestPipeline:
                 for batch in connector.load(batch_size=batch_size):
                     process(batch)
                 # Only a complete listing may delete: a source that failed half-way raised.
-                gone = [record for ext, record in existing.items() if ext not in seen]
-            self._check_mass_deletion(source, len(gone), len(existing), force)
+                gone = state.gone_after_load()
+            self._check_mass_deletion(source, len(gone), len(state.existing), force)
             for record in gone:
                 self.delete_document(record)
                 counts.deleted += 1
                 metrics.INGEST_DOCUMENTS.labels(source, "deleted").inc()
-            report.status = "partial" if counts.failed else "succeeded"
-            if sync_state is not None:
+            report.status = "partial" if counts.failed or report.run_errors else "succeeded"
+            if isinstance(connector, SyncConnector):
                 # Documents that failed are read again next run, whatever the source says changed.
-                failed = sorted({e for e, _ in report.errors if e})
-                self.catalog.set_source_state(
-                    source, {"cursor": sync_state, "checkpoint": None, "retry": failed}
-                )
+                state.finish_sync(report.cursor or {},
+                                  [e for e, _ in report.errors if e] + report.retry)
             if counts.updated or counts.deleted:
                 # Replaced and deleted points are only tombstoned until the engine compacts.
                 self.index.optimize()
@@ -221,33 +208,18 @@ class IngestPipeline:
 
     def _sync(
         self,
-        source: str,
         connector: SyncConnector,
+        state: SourceState,
         process: Callable[[list[SourceDocument]], None],
-        existing: dict[str, DocumentRecord],
-        seen: set[str],
+        report: RunReport,
         force: bool,
         progress: ProgressSink,
         batch_size: int,
-    ) -> tuple[list[DocumentRecord], dict]:
-        """Run a syncing connector; return the documents to delete and the state to keep."""
-        stored = (self.catalog.get_source(source) or {}).get("state") or {}
-        # Documents indexed under another signature (a new chunker, model or chunk size) must be
-        # re-read even though the source did not change them: ask for everything. Unchanged ones
-        # under the current signature are still skipped by content hash.
-        stale = sum(
-            1 for r in existing.values() if r.index_signature != self.signature(r.media_type)
-        )
-        if stale and not force:
-            log.info("%s: %d documents were indexed with other settings; reading the whole "
-                     "source", source, stale)
-        request = SyncRequest(
-            state=dict(stored.get("cursor") or {}),
-            checkpoint=stored.get("checkpoint"),
-            retry=list(stored.get("retry") or []),
-            full=force or bool(stale),
-        )
-        state = request.state
+    ) -> list[DocumentRecord]:
+        """Run a syncing connector; return the documents to delete. The cursor to keep goes
+        into ``report.cursor``, run-level errors into ``report.run_errors``."""
+        request = state.sync_request(force)
+        report.cursor = request.state
         deleted: set[str] = set()
         live: set[str] | None = None
         progress.start(None)
@@ -256,18 +228,16 @@ class IngestPipeline:
                 progress.start(batch.total)
             if batch.documents:
                 process(batch.documents)
+            for error in batch.errors:
+                self._run_error(state.source, report, error)
             deleted.update(batch.deleted)
             if batch.live_ids is not None:
                 live = set(batch.live_ids)
             if batch.state is not None:
-                state = batch.state
+                report.cursor = batch.state
             if batch.checkpoint is not None:
-                # The batch above is written: a crash from here on resumes after it.
-                self.catalog.set_source_state(source, {**stored, "checkpoint": batch.checkpoint})
-        gone_ids = {e for e in deleted if e not in seen}
-        if live is not None:
-            gone_ids |= {e for e in existing if e not in live and e not in seen}
-        return [existing[e] for e in sorted(gone_ids) if e in existing], state
+                state.save_checkpoint(batch.checkpoint)
+        return state.gone_after_sync(deleted, live)
 
     def _check_mass_deletion(self, source: str, gone: int, existing: int, force: bool) -> None:
         """Refuse a run that would delete most of a sizeable source, unless forced.
@@ -298,15 +268,23 @@ class IngestPipeline:
         metrics.INGEST_DOCUMENTS.labels(source, "failed").inc()
         log.warning("%s: %s: %s", source, external_id, error)
 
+    def _run_error(self, source: str, report: RunReport, error: SyncError) -> None:
+        message = f"{error.scope}: {error.message}"
+        report.run_errors.append(message)
+        if error.retry:
+            report.retry.append(error.retry)
+        self.catalog.record_error(report.run_id, source, None, message)
+        log.warning("%s: %s", source, message)
+
     def _prepare(
         self,
         source: str,
         doc: SourceDocument,
-        previous: DocumentRecord | None,
+        state: SourceState,
         force: bool,
-        repair: bool,
         report: RunReport,
     ) -> _Prepared | None:
+        previous = state.see(doc)
         if doc.error:
             self._fail(source, report, doc.external_id, doc.error)
             return None
@@ -318,19 +296,14 @@ class IngestPipeline:
             log.exception("redaction failed for %s", doc.external_id)
             self._fail(source, report, doc.external_id, f"secret scan failed: {e}")
             return None
-        doc_id = document_id(source, doc.external_id)
-        if (
-            previous is not None
-            and not force
-            and previous.content_hash == doc.content_hash
-            and previous.index_signature == self.signature(doc.media_type)
-        ):
-            self._refresh_unchanged(doc, previous, repair)
+        if not force and state.unchanged(doc, previous):
+            self._refresh_unchanged(doc, previous, state.after_interruption)
             report.counts.unchanged += 1
             metrics.INGEST_DOCUMENTS.labels(source, "unchanged").inc()
             return None
+        doc_id = document_id(source, doc.external_id)
         try:
-            chunks = self._chunk(doc_id, doc)
+            chunks = self.chunkers.for_media_type(doc.media_type).chunk(doc_id, doc)
         except DocumentError as e:
             self._fail(source, report, doc.external_id, e.message)
             return None
@@ -339,19 +312,6 @@ class IngestPipeline:
             self._fail(source, report, doc.external_id, f"{type(e).__name__}: {e}")
             return None
         return _Prepared(doc, doc_id, previous, chunks)
-
-    def _chunk(self, doc_id: str, doc: SourceDocument) -> list[Chunk]:
-        if doc.media_type == CODE_MEDIA_TYPE:
-            from citewise.ingest.code_chunking import chunk_code
-
-            return chunk_code(
-                doc_id, doc, document_text(doc), self.dense.count_tokens, self.chunker.max_tokens
-            )
-        elements = parse(doc)
-        return self.chunker.chunk(
-            doc_id, doc.title, elements, document_text(doc), doc.body_line_offset,
-            anchor=anchor_style(doc.metadata.get("anchor_style")),
-        )
 
     def _refresh_unchanged(
         self, doc: SourceDocument, previous: DocumentRecord, repair: bool
@@ -410,26 +370,17 @@ class IngestPipeline:
         service = doc.metadata.get("service")
         service = str(service) if service else None
         ids = [chunk_point_id(p.doc_id, version, c.ordinal) for c in p.chunks]
-        base = {
-            "document_id": p.doc_id,
-            "version": version,
-            "source": source,
-            "title": doc.title,
-            "path": doc.path,
-            "url": doc.url,
-            "readers": doc.readers,
-            "tags": doc.tags,
-            "service": service,
-            "path_prefixes": path_prefixes(doc.path),
-            "link_template": doc.link_template,
-            "meta": doc.metadata,
-        }
+        document = DocumentPayload(
+            document_id=p.doc_id, version=version, source=source, readers=doc.readers,
+            title=doc.title, path=doc.path, path_prefixes=path_prefixes(doc.path), url=doc.url,
+            link_template=doc.link_template, tags=doc.tags, service=service, meta=doc.metadata,
+        )
         points = [
             ChunkPoint(
                 id=pid,
                 dense=vec.tolist(),
                 sparse=self.sparse.embed_document(text),
-                payload={**base, **c.location()},
+                payload=ChunkPayload.for_chunk(document, c),
             )
             for pid, c, text, vec in zip(ids, p.chunks, texts, vectors, strict=True)
         ]
@@ -473,10 +424,3 @@ class IngestPipeline:
         if not self.catalog.blob_in_use(key):
             self.blobs.delete(key)
 
-
-def path_prefixes(path: str | None) -> list[str]:
-    """``a/b/c.md`` -> ``["a", "a/b", "a/b/c.md"]``: lets a keyword index answer prefix filters."""
-    if not path:
-        return []
-    parts = path.strip("/").split("/")
-    return ["/".join(parts[: i + 1]) for i in range(len(parts))]

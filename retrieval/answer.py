@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
+from pydantic import BaseModel, Field, field_serializer
 
 from citewise import metrics
-from citewise.index.embedder import DenseEncoder, embedding_text
+from citewise.index.dense import DenseEncoder, embedding_text
 from citewise.index.sparse import Bm25Encoder
 from citewise.retrieval.llm import LLMClient, LLMError
-from citewise.retrieval.search import SearchResult, SearchService
+from citewise.retrieval.search import Passage, SearchResult, SearchService
 from citewise.types import Identity, SearchFilters
 
 log = logging.getLogger("citewise.answer")
@@ -44,38 +45,27 @@ MAX_UNIT_CHARS = 400
 _DOCSTRING_QUOTES = re.compile(r'^[rRbBuU]?(?:"""|\'\'\')|(?:"""|\'\'\')$')
 
 
-@dataclass
-class Citation:
-    n: int
-    document_id: str
-    title: str
-    heading: str
-    quote: str
-    source: str
-    path: str | None = None
-    url: str | None = None
-    start_line: int | None = None
-    end_line: int | None = None
-    symbol: str | None = None
-    score: float = 0.0
+class Citation(Passage):
+    """A passage an answer rests on; ``[n]`` in the answer text points at it."""
+
+    n: int = Field(description="The number used as [n] in the answer.")
+    quote: str = Field(description="The passage text the answer quotes.")
 
 
-@dataclass
-class Answer:
-    answer: str
-    citations: list[Citation] = field(default_factory=list)
-    abstained: bool = False
-    mode: str = "extractive"
-    evidence: float = 0.0
+class Answer(BaseModel):
+    answer: str = Field(description="Markdown with [n] markers resolving to `citations`.")
+    citations: list[Citation] = Field(default_factory=list)
+    abstained: bool = Field(
+        default=False, description="True when the evidence was too weak to answer."
+    )
+    mode: str = Field(default="extractive", description="extractive or llm")
+    evidence: float = Field(
+        default=0.0, description="Similarity of the best passage to the question."
+    )
 
-    def to_dict(self) -> dict:
-        return {
-            "answer": self.answer,
-            "citations": [asdict(c) for c in self.citations],
-            "abstained": self.abstained,
-            "mode": self.mode,
-            "evidence": round(self.evidence, 4),
-        }
+    @field_serializer("evidence")
+    def _round(self, value: float) -> float:
+        return round(value, 4)
 
 
 @dataclass
@@ -254,20 +244,10 @@ class AnswerService:
 
 
 def _citation(n: int, r: SearchResult, quote: list[str]) -> Citation:
-    return Citation(
-        n=n,
-        document_id=r.document_id,
-        title=r.title,
-        heading=r.heading,
-        quote="\n".join(quote),
-        source=r.source,
-        path=r.path,
-        url=r.url,
-        start_line=r.start_line,
-        end_line=r.end_line,
-        symbol=r.symbol,
-        score=r.score,
-    )
+    return Citation(n=n, quote="\n".join(quote), **r.model_dump(include=_PASSAGE_FIELDS))
+
+
+_PASSAGE_FIELDS = set(Passage.model_fields)
 
 
 def _is_command(line: str) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from citewise.index.vectors import VectorHit
+from citewise.index.vector_index import VectorHit
 
 FusionMethod = Literal["rrf", "convex"]
 

@@ -15,15 +15,18 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from dataclasses import asdict, dataclass
 from threading import Lock
+from typing import Literal
+
+from pydantic import BaseModel, Field
 
 from citewise import metrics
 from citewise.errors import InvalidRequestError
 from citewise.index.catalog import Catalog
-from citewise.index.embedder import DenseEncoder, embedding_text
+from citewise.index.dense import DenseEncoder, embedding_text
+from citewise.index.payload import ChunkPayload
 from citewise.index.sparse import Bm25Encoder
-from citewise.index.vectors import IndexFilter, SearchMode, VectorHit, VectorIndex
+from citewise.index.vector_index import IndexFilter, VectorHit, VectorIndex
 from citewise.retrieval.fusion import FusionConfig, fuse
 from citewise.retrieval.rerank import Reranker, RerankError
 from citewise.types import Identity, SearchFilters
@@ -31,30 +34,50 @@ from citewise.types import Identity, SearchFilters
 log = logging.getLogger("citewise.search")
 
 MAX_TOP_K = 100
+
+SearchMode = Literal["hybrid", "dense", "sparse"]
 MAX_QUERY_CHARS = 2000
 
 
-@dataclass
-class SearchResult:
-    chunk_id: str
+class Passage(BaseModel):
+    """Where a piece of a document sits: what every search result and every citation shows."""
+
     document_id: str
-    source: str
+    source: str = Field(description="The source's name.")
     title: str
-    heading: str
-    text: str
-    score: float
-    path: str | None = None
-    url: str | None = None
-    anchor: str | None = None
+    heading: str = Field(description="Heading path inside the document.")
+    path: str | None = Field(default=None, description="Path inside the source (file sources).")
+    url: str | None = Field(
+        default=None, description="The most precise link: its lines or heading, else the page."
+    )
     start_line: int | None = None
     end_line: int | None = None
-    service: str | None = None
-    tags: list[str] | None = None
-    symbol: str | None = None  # code chunks: the function or class they hold
-    metadata: dict | None = None  # what the connector knows: repository, language, commit...
+    symbol: str | None = Field(default=None, description="Code: the function or class it holds.")
+    score: float = 0.0
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+
+class SearchResult(Passage):
+    """One chunk that matched, best first."""
+
+    chunk_id: str
+    text: str
+    anchor: str | None = None
+    service: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict = Field(
+        default_factory=dict,
+        description="What the source knows: repository, language, last commit, breadcrumb...",
+    )
+
+    @classmethod
+    def from_hit(cls, hit: VectorHit) -> SearchResult:
+        p = hit.payload
+        return cls(
+            chunk_id=hit.id, document_id=p.document_id, source=p.source, title=p.title,
+            heading=p.heading, text=p.text, score=round(float(hit.score), 6), path=p.path,
+            url=chunk_link(p), anchor=p.anchor, start_line=p.start_line, end_line=p.end_line,
+            service=p.service, tags=list(p.tags), symbol=p.symbol, metadata=dict(p.meta),
+        )
 
 
 class SearchService:
@@ -132,47 +155,19 @@ class SearchService:
             services=list(filters.services),
             document_ids=list(filters.document_ids),
         )
-        dense = self.query_vector(query) if mode != "sparse" else None
-        sparse = self.sparse.embed_query(query) if mode != "dense" else None
         # Ask for a few more than top_k: stale versions of a document being re-ingested
         # right now are dropped below. A reranker gets its candidates on top.
         wanted = max(top_k, self.rerank_candidates) if self.reranker else top_k
         if mode == "hybrid":
-            hits = self._hybrid(dense, sparse, index_filter, wanted + 10, fusion or self.fusion)
+            hits = self._hybrid(query, index_filter, wanted + 10, fusion or self.fusion)
         else:
-            hits = self.index.search(
-                dense=dense, sparse=sparse, filter=index_filter, limit=wanted + 10, mode=mode
-            )
+            vector = self.query_vector(query) if mode == "dense" else self.sparse.embed_query(query)
+            hits = self.index.search(vector, filter=index_filter, limit=wanted + 10)
         # Break score ties by id so that the same query always returns the same results.
         hits.sort(key=lambda h: (-h.score, h.id))
-        live = self.catalog.current_versions(h.payload["document_id"] for h in hits)
-        results: list[SearchResult] = []
-        for h in hits:
-            p = h.payload
-            if live.get(p["document_id"]) != p.get("version"):
-                continue
-            results.append(
-                SearchResult(
-                    chunk_id=h.id,
-                    document_id=p["document_id"],
-                    source=p["source"],
-                    title=p.get("title") or "",
-                    heading=p.get("heading") or "",
-                    text=p.get("text") or "",
-                    score=round(float(h.score), 6),
-                    path=p.get("path"),
-                    url=chunk_link(p),
-                    anchor=p.get("anchor"),
-                    start_line=p.get("start_line"),
-                    end_line=p.get("end_line"),
-                    service=p.get("service"),
-                    tags=p.get("tags") or [],
-                    symbol=p.get("symbol"),
-                    metadata=p.get("meta") or {},
-                )
-            )
-            if len(results) == wanted:
-                break
+        live = self.catalog.current_versions(h.payload.document_id for h in hits)
+        current = [h for h in hits if live.get(h.payload.document_id) == h.payload.version]
+        results = [SearchResult.from_hit(h) for h in current[:wanted]]
         if self.reranker is not None:
             results = self._rerank(query, results)[:top_k]
         metrics.SEARCH_LATENCY.observe(time.perf_counter() - started)
@@ -190,29 +185,26 @@ class SearchService:
             r.score = round(float(score), 6)
         return sorted(results, key=lambda r: -r.score)
 
-    def _hybrid(self, dense, sparse, index_filter, limit, fusion) -> list[VectorHit]:
+    def _hybrid(self, query, index_filter, limit, fusion) -> list[VectorHit]:
         # Each list goes deeper than the page: a chunk ranked 30th by both methods can belong
         # in the fused top 10. The permission filter is inside both queries.
         depth = max(self.prefetch, limit)
-        dense_hits = self.index.search(
-            dense=dense, sparse=None, filter=index_filter, limit=depth, mode="dense"
-        )
+        dense_hits = self.index.search(self.query_vector(query), filter=index_filter, limit=depth)
         sparse_hits = self.index.search(
-            dense=None, sparse=sparse, filter=index_filter, limit=depth, mode="sparse"
+            self.sparse.embed_query(query), filter=index_filter, limit=depth
         )
         return fuse(dense_hits, sparse_hits, fusion)[:limit]
 
 
-def chunk_link(payload: dict) -> str | None:
+def chunk_link(p: ChunkPayload) -> str | None:
     """The most precise link to a chunk: its lines or its heading, else its document.
 
     A connector's ``link_template`` (``.../blob/<sha>/app.py#L{start}-L{end}``) is pinned to the
     indexed commit, so the link shows exactly the lines that were indexed even after the branch
     moves on.
     """
-    url, anchor = payload.get("url"), payload.get("anchor")
-    template = payload.get("link_template")
-    start, end = payload.get("start_line"), payload.get("end_line")
+    url, anchor, template = p.url, p.anchor, p.link_template
+    start, end = p.start_line, p.end_line
     if template:
         needs_lines = "{start}" in template or "{end}" in template
         if not (needs_lines and start is None) and not ("{anchor}" in template and not anchor):

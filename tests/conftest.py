@@ -1,7 +1,7 @@
 """Shared fixtures: real engines, a real model (loaded once per session), real files.
 
 Nothing of ours is mocked. The embedding model is the packaged all-MiniLM-L6-v2; it is loaded
-once per test session (``citewise.index.embedder`` shares loaded models per process).
+once per test session (``citewise.index.dense`` shares loaded models per process).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
 from citewise.api.composition import Services, build_services  # noqa: E402
-from citewise.index.embedder import DenseEncoder  # noqa: E402
+from citewise.index.dense import DenseEncoder  # noqa: E402
 from citewise.settings import Settings  # noqa: E402
 from tests.kb import write_kb  # noqa: E402
 
@@ -94,7 +94,7 @@ def demo_kb(tmp_path_factory, dense):
 
     Shared by the demo tests and the golden set; they only read it. Yields (services, reports).
     """
-    from citewise.ingest.runner import run_source
+    from citewise.ingest.jobs import run_source
     from citewise.settings import load_settings
 
     root = Path(__file__).resolve().parents[1]

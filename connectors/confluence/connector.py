@@ -42,7 +42,7 @@ from typing import ClassVar
 
 import httpx
 
-from citewise.connectors.base import SyncBatch, SyncRequest
+from citewise.connectors.base import SyncBatch, SyncError, SyncRequest
 from citewise.connectors.confluence.attachments import (
     TEXT_MEDIA_TYPES,
     AttachmentError,
@@ -79,10 +79,10 @@ from citewise.types import SourceDocument, normalise_readers
 log = logging.getLogger("citewise.connectors.confluence")
 
 STATE_VERSION = 1
-SPACE_ERROR_PREFIX = "space:"  # run errors about a whole space, not a page
 ATTACHMENT_PREFIX = "attachment:"  # an attachment's document: attachment:<attachment id>
-# A run error about a page's attachment listing: retried by reading the page again.
-ATTACHMENTS_ERROR_PREFIX = "attachments:"
+# Retry ids that earlier versions stored for run errors (a space; a page's attachment listing).
+_LEGACY_SPACE_RETRY = "space:"
+_LEGACY_ATTACHMENTS_RETRY = "attachments:"
 
 
 class _Gone(Exception):
@@ -97,10 +97,18 @@ class _Run:
     spaces: dict[str, Space]
     readers: dict[str, list[str] | None] = field(default_factory=dict)
     restrictions: dict[str, ReadRestriction | None] = field(default_factory=dict)
-    notes: list[SourceDocument] = field(default_factory=list)  # space-level errors to report
-    # Set when some page's attachments could not be listed: the live id list would miss them,
-    # so this run must not give one (nothing is pruned on partial evidence).
-    incomplete: bool = False
+    errors: list[SyncError] = field(default_factory=list)  # to report with the next batch
+    # Pages whose attachments could not be listed: the live id list would miss them, so this
+    # run must not give one (nothing is pruned on partial evidence).
+    unlisted: set[str] = field(default_factory=set)
+
+    @property
+    def incomplete(self) -> bool:
+        return bool(self.unlisted)
+
+    def take_errors(self) -> list[SyncError]:
+        errors, self.errors = self.errors, []
+        return errors
 
 
 class ConfluenceConnector:
@@ -184,9 +192,9 @@ class ConfluenceConnector:
             )
         run = _Run(api, {s.key: s for s in found})
         for key in missing:
-            run.notes.append(_space_error(
-                key, f"space {key!r} does not exist or these credentials cannot see it "
-                     "(its pages stay indexed; fix 'spaces' or the account's permissions)"))
+            run.errors.append(SyncError(
+                f"space {key}", f"space {key!r} does not exist or these credentials cannot see "
+                "it (its pages stay indexed; fix 'spaces' or the account's permissions)"))
         complete = not missing and not (ckpt or {}).get("incomplete")
         marks: dict[str, str] = dict((ckpt or state).get("marks") or {})
         done: set[str] = set((ckpt or {}).get("done") or [])
@@ -201,7 +209,8 @@ class ConfluenceConnector:
                     "live": sorted(live) if full else []}
 
         # Documents that failed last time are read again first, whatever changed.
-        retry = [r for r in request.retry if not r.startswith(SPACE_ERROR_PREFIX)]
+        retry = [r.removeprefix(_LEGACY_ATTACHMENTS_RETRY) for r in request.retry
+                 if not r.startswith(_LEGACY_SPACE_RETRY)]
         for start in range(0, len(retry), limit):
             docs, gone = self._retry(run, retry[start:start + limit])
             yield SyncBatch(documents=docs, deleted=gone)
@@ -233,20 +242,18 @@ class ConfluenceConnector:
                             gone.append(page.id)
                             continue
                         docs.extend(outcome)
-                        live.update(d.external_id for d in outcome
-                                    if not d.external_id.startswith(ATTACHMENTS_ERROR_PREFIX))
-                    notes, run.notes = run.notes, []
+                        live.update(d.external_id for d in outcome)
                     mark = space_mark.isoformat() if space_mark else None
-                    yield SyncBatch(documents=notes + docs, deleted=gone,
+                    yield SyncBatch(documents=docs, deleted=gone, errors=run.take_errors(),
                                     checkpoint=checkpoint(space.key, next_link, mark))
             except SourceError as e:
                 # Bad credentials already failed the run at the spaces call; this is one space
                 # that cannot be listed now. The others go on; nothing is deleted this run.
                 complete = False
-                notes, run.notes = run.notes, []
-                yield SyncBatch(documents=notes + [_space_error(
-                    space.key, f"space {space.key!r} could not be listed: {e} (its pages stay "
-                               "indexed; the next run tries again)")])
+                run.errors.append(SyncError(
+                    f"space {space.key}", f"space {space.key!r} could not be listed: {e} (its "
+                    "pages stay indexed; the next run tries again)"))
+                yield SyncBatch(errors=run.take_errors())
                 continue
             best = max(filter(None, [space_mark, previous]), default=None)
             if best is not None:
@@ -259,7 +266,7 @@ class ConfluenceConnector:
             "last_full": now.isoformat() if full_done else state.get("last_full"),
             "runs_since_full": 0 if full_done else int(state.get("runs_since_full", 0)) + 1,
         }
-        yield SyncBatch(documents=run.notes, live_ids=sorted(live) if full_done else None,
+        yield SyncBatch(errors=run.take_errors(), live_ids=sorted(live) if full_done else None,
                         state=new_state)
 
     # One space, one page ----------------------------------------------------------------------
@@ -273,12 +280,12 @@ class ConfluenceConnector:
                 readers = space_readers(run.api.space_grants(space))
             except (ConfluenceAuthError, ConfluenceNotFound) as e:
                 readers = None
-                run.notes.append(_space_error(
-                    space.key,
+                run.errors.append(SyncError(
+                    f"space {space.key}",
                     f"cannot read the view permissions of space {space.key!r} ({e.message}); "
-                    "its unrestricted pages are indexed as readable by nobody",
-                    hint="give the account permission to read space permissions, or set "
-                         "use_space_permissions = false to use the source's readers"))
+                    "its unrestricted pages are indexed as readable by nobody (give the account "
+                    "permission to read space permissions, or set use_space_permissions = false "
+                    "to use the source's readers)"))
             else:
                 if readers is None:
                     log.warning("confluence: space %s grants view to no user or group we can "
@@ -314,8 +321,6 @@ class ConfluenceConnector:
                 if page_id is None:
                     gone.append(ext_id)
                     continue
-            elif ext_id.startswith(ATTACHMENTS_ERROR_PREFIX):
-                page_id = ext_id[len(ATTACHMENTS_ERROR_PREFIX):]
             else:
                 page_id = ext_id
             if page_id not in read:
@@ -323,14 +328,13 @@ class ConfluenceConnector:
                 docs.extend(read[page_id] or [])
             outcome = read[page_id]
             if outcome is None:  # the page is gone or out of scope, and so are its files
-                if not ext_id.startswith(ATTACHMENTS_ERROR_PREFIX):
-                    gone.append(ext_id)
+                gone.append(ext_id)
                 continue
             if not ext_id.startswith(ATTACHMENT_PREFIX) or any(
                     d.external_id == ext_id for d in outcome):
                 continue
-            failed = {page_id, f"{ATTACHMENTS_ERROR_PREFIX}{page_id}"}
-            if any(d.error and d.external_id in failed for d in outcome):
+            if page_id in run.unlisted or any(d.error and d.external_id == page_id
+                                               for d in outcome):
                 # The page or its attachment list could not be read: no evidence it is gone.
                 docs.append(_page_error(ext_id, "could not read its page again; see the page's "
                                                 "error"))
@@ -411,19 +415,20 @@ class ConfluenceConnector:
         return [doc, *self._attachments(run, page, doc)]
 
     # Attachments ------------------------------------------------------------------------------
-    def _admitted(self, run: _Run, page: Page) -> list[tuple[Attachment, str]] | SourceDocument:
-        """The page's attachments of an admitted type, with their kind; a run error (and the
-        run marked incomplete) when they cannot be listed."""
+    def _admitted(self, run: _Run, page: Page) -> list[tuple[Attachment, str]]:
+        """The page's attachments of an admitted type, with their kind; none, a run error and
+        the page in ``run.unlisted`` when they cannot be listed."""
         try:
             listed = run.api.attachments(page.id)
         except ConfluenceNotFound:
             return []  # the page went away since it was read: nothing of it stays live
         except SourceError as e:
-            run.incomplete = True
-            return _page_error(f"{ATTACHMENTS_ERROR_PREFIX}{page.id}",
-                               f"could not list the attachments of page {page.id}: {e} (they "
-                               "stay indexed as they were; the next run tries again)",
-                               title=page.title)
+            run.unlisted.add(page.id)
+            run.errors.append(SyncError(
+                f"attachments of page {page.id}",
+                f"could not list the attachments of page {page.id} ({page.title}): {e} (they "
+                "stay indexed as they were; the next run tries again)", retry=page.id))
+            return []
         out = []
         for att in listed:
             kind = attachment_kind(att.title, att.media_type)
@@ -434,20 +439,15 @@ class ConfluenceConnector:
     def _attachment_errors(self, run: _Run, page: Page, message: str) -> list[SourceDocument]:
         if not self.config.attachments:
             return []
-        admitted = self._admitted(run, page)
-        if isinstance(admitted, SourceDocument):
-            return [admitted]
         return [_page_error(f"{ATTACHMENT_PREFIX}{att.id}", message, title=att.title)
-                for att, _ in admitted]
+                for att, _ in self._admitted(run, page)]
 
     def _attachments(self, run: _Run, page: Page, page_doc: SourceDocument
                      ) -> list[SourceDocument]:
         if not self.config.attachments:
             return []
-        admitted = self._admitted(run, page)
-        if isinstance(admitted, SourceDocument):
-            return [admitted]
-        return [self._attachment(run, page, page_doc, att, kind) for att, kind in admitted]
+        return [self._attachment(run, page, page_doc, att, kind)
+                for att, kind in self._admitted(run, page)]
 
     def _attachment(self, run: _Run, page: Page, page_doc: SourceDocument, att: Attachment,
                     kind: str) -> SourceDocument:
@@ -504,12 +504,6 @@ class ConfluenceConnector:
             text = text.replace("<body>\n", "<body>\n" + crumb, 1)
         doc.content = text.encode("utf-8")
         return doc
-
-
-def _space_error(key: str, message: str, hint: str | None = None) -> SourceDocument:
-    return SourceDocument(external_id=f"{SPACE_ERROR_PREFIX}{key}", title=key, content=b"",
-                          media_type="text/html",
-                          error=message + (f" ({hint})" if hint else ""))
 
 
 def _page_error(page_id: str, message: str, title: str = "") -> SourceDocument:

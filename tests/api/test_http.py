@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 
 from citewise.api.app import create_app
 from citewise.api.composition import Services, build_services
-from citewise.ingest.runner import run_source
+from citewise.ingest.jobs import run_source
 from citewise.settings import Settings, SourceConfig
 from tests.kb import (
     ALL_PATHS,

@@ -12,7 +12,7 @@ from citewise.connectors.base import SyncRequest
 from citewise.connectors.git import GitConnector, classify
 from citewise.errors import ConfigError, SourceError
 from citewise.index.catalog import document_id
-from citewise.index.vectors import IndexFilter
+from citewise.index.vector_index import IndexFilter
 from citewise.types import Identity
 from tests.connectors.gitrepo import GitRepo
 
@@ -337,10 +337,10 @@ def ingest(services, repo, **options):
 def all_payloads(services) -> list[dict]:
     """Every point's payload: an exact dense search with a limit of every point."""
     n = services.index.count()
-    hits = services.index.search(dense=services.dense.embed_query("anything"), sparse=None,
-                                 filter=IndexFilter(), limit=max(n, 1), mode="dense")
+    hits = services.index.search(services.dense.embed_query("anything"), filter=IndexFilter(),
+                                 limit=max(n, 1))
     assert len(hits) == n
-    return [h.payload for h in hits]
+    return [h.payload.to_payload() for h in hits]
 
 
 def test_end_to_end_secrets_links_and_incremental_commits(make_services, repo):

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from citewise.api.evaluation.qa import evaluate_answers, evaluate_search, load_golden_set
+from citewise.api.evaluation.runner import parse_config
 from citewise.index.sparse import Bm25Encoder
-from citewise.retrieval.evaluation.qa import evaluate_answers, evaluate_search, load_golden_set
-from citewise.retrieval.evaluation.runner import parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "demo" / "golden-set.jsonl"

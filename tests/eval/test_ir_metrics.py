@@ -12,7 +12,7 @@ import random
 import pytest
 import pytrec_eval
 
-from citewise.retrieval.evaluation.ir_metrics import evaluate, per_query, pool_best_chunk
+from citewise.api.evaluation.ir_metrics import evaluate, per_query, pool_best_chunk
 
 QRELS = {
     "q1": {"d1": 1, "d3": 2, "d9": 1, "d40": 0},

@@ -57,7 +57,7 @@ def test_s3_missing_bucket_is_a_clear_error(s3_server):
 
 
 def test_pipeline_stores_raw_bytes_in_s3(make_services, kb, s3_server, s3_bucket):
-    from citewise.ingest.runner import run_source
+    from citewise.ingest.jobs import run_source
     from citewise.settings import SourceConfig
 
     services = make_services(blob_store="s3", s3_bucket=s3_bucket, s3_endpoint_url=s3_server,

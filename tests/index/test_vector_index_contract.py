@@ -21,9 +21,10 @@ import pytest
 from qdrant_client import QdrantClient
 
 from citewise.errors import BackendError, ConfigError, IndexLockedError
+from citewise.index.payload import ChunkPayload
 from citewise.index.qdrant_edge_index import EdgeVectorIndex
 from citewise.index.qdrant_server_index import ServerVectorIndex
-from citewise.index.vectors import ChunkPoint, IndexFilter, SparseVector, VectorIndex
+from citewise.index.vector_index import ChunkPoint, IndexFilter, SparseVector, VectorIndex
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning"),
@@ -33,7 +34,7 @@ pytestmark = [
 ]
 
 DIM = 8
-MODES = ("dense", "sparse", "hybrid")
+MODES = ("dense", "sparse")
 EVERYONE = ["public", "group:sre"]
 BOB = ["public", "user:bob"]
 
@@ -110,16 +111,17 @@ def chunk(
         id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{document_id}@{version}#{n}")),
         dense=dense,
         sparse=SparseVector(indices=terms, values=[1.0] * len(terms)),
-        payload={
-            "document_id": document_id,
-            "version": version,
-            "readers": list(readers),
-            "source": source,
-            "path_prefixes": prefixes(path),
-            "tags": list(tags),
-            "service": service,
-            "text": f"{document_id} chunk {n}",
-        },
+        payload=ChunkPayload(
+            document_id=document_id,
+            version=version,
+            readers=list(readers),
+            source=source,
+            path_prefixes=prefixes(path),
+            tags=list(tags),
+            service=service,
+            text=f"{document_id} chunk {n}",
+            ordinal=n,
+        ),
     )
 
 
@@ -146,22 +148,19 @@ def corpus() -> list[ChunkPoint]:
 
 
 def ids_of(points: list[ChunkPoint], document_id: str) -> set[str]:
-    return {p.id for p in points if p.payload["document_id"] == document_id}
+    return {p.id for p in points if p.payload.document_id == document_id}
 
 
 def docs_of(hits) -> set[str]:
-    return {h.payload["document_id"] for h in hits}
+    return {h.payload.document_id for h in hits}
 
 
 def search(index: VectorIndex, mode: str, flt: IndexFilter, *, dense=None, sparse=None, limit=100):
-    return index.search(
-        dense=dense if dense is not None else near(0, noise=0.5, seed=123),
-        sparse=sparse or SparseVector([COMMON], [1.0]),
-        filter=flt,
-        limit=limit,
-        mode=mode,
-        prefetch_limit=100,
-    )
+    if mode == "dense":
+        query = dense if dense is not None else near(0, noise=0.5, seed=123)
+    else:
+        query = sparse or SparseVector([COMMON], [1.0])
+    return index.search(query, filter=flt, limit=limit)
 
 
 @pytest.fixture
@@ -182,18 +181,12 @@ def test_upsert_and_count(loaded):
 
 def test_reupsert_overwrites_instead_of_duplicating(loaded):
     index, points = loaded
-    points[0].payload["text"] = "edited"
+    points[0].payload.text = "edited"
     index.upsert(points)
     assert index.count() == len(points)
-    hits = index.search(
-        dense=points[0].dense,
-        sparse=None,
-        filter=IndexFilter(readers=EVERYONE),
-        limit=1,
-        mode="dense",
-    )
+    hits = index.search(points[0].dense, filter=IndexFilter(readers=EVERYONE), limit=1)
     assert hits[0].id == points[0].id
-    assert hits[0].payload["text"] == "edited"
+    assert hits[0].payload.text == "edited"
 
 
 def test_delete_document_removes_all_its_points(loaded):
@@ -229,7 +222,7 @@ def test_set_payload_changes_readers_and_the_filter_follows(loaded):
         assert "runbook-db" in docs_of(search(index, mode, IndexFilter(readers=EVERYONE)))
     # Only the given keys change.
     hit = search(index, "dense", IndexFilter(readers=EVERYONE, document_ids=["runbook-db"]))[0]
-    assert hit.payload["service"] == "postgres"
+    assert hit.payload.service == "postgres"
 
 
 def test_point_ids_scrolls_past_one_page(vector_index):
@@ -252,54 +245,32 @@ def test_point_ids_scrolls_past_one_page(vector_index):
 def test_dense_search_returns_the_nearest_first(loaded):
     index, points = loaded
     target = points[5]  # design-api, chunk 1
-    hits = index.search(
-        dense=target.dense,
-        sparse=None,
-        filter=IndexFilter(readers=EVERYONE),
-        limit=3,
-        mode="dense",
-    )
+    hits = index.search(target.dense, filter=IndexFilter(readers=EVERYONE), limit=3)
     assert hits[0].id == target.id
     assert hits[0].score == pytest.approx(1.0, abs=1e-5)
-    assert hits[1].payload["document_id"] == "design-api"  # its sibling beats other documents
+    assert hits[1].payload.document_id == "design-api"  # its sibling beats other documents
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
 def test_sparse_search_ranks_the_document_sharing_rare_terms_first(loaded):
     index, points = loaded
     hits = index.search(
-        dense=None,
-        sparse=SparseVector([COMMON, RARE_DB], [1.0, 1.0]),
-        filter=IndexFilter(readers=EVERYONE),
-        limit=10,
-        mode="sparse",
+        SparseVector([COMMON, RARE_DB], [1.0, 1.0]), filter=IndexFilter(readers=EVERYONE), limit=10
     )
     assert {h.id for h in hits[:2]} == ids_of(points, "runbook-db")
     assert len(hits) == len(points)  # the common term reaches every chunk
 
 
-def test_hybrid_fuses_dense_and_sparse_results(loaded):
+def test_payload_comes_back_whole(loaded):
     index, points = loaded
-    # Dense points at design-api, sparse at runbook-db: the fusion must carry both.
-    hits = index.search(
-        dense=near(2, noise=0.01),
-        sparse=SparseVector([RARE_DB], [1.0]),
-        filter=IndexFilter(readers=EVERYONE),
-        limit=4,
-        mode="hybrid",
-    )
-    assert {"design-api", "runbook-db"} <= docs_of(hits[:3])
-    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    hit = index.search(points[2].dense, filter=IndexFilter(readers=EVERYONE), limit=1)[0]
+    assert hit.payload == points[2].payload  # every field of the contract, typed
 
 
-def test_empty_sparse_vector_does_not_crash(loaded):
+def test_empty_sparse_vector_matches_nothing(loaded):
     index, points = loaded
-    empty = SparseVector([], [])
     flt = IndexFilter(readers=EVERYONE)
-    hybrid = index.search(dense=near(1), sparse=empty, filter=flt, limit=3, mode="hybrid")
-    assert hybrid[0].payload["document_id"] == "runbook-cache"
-    assert index.search(dense=None, sparse=empty, filter=flt, limit=3, mode="sparse") == []
-    assert index.search(dense=None, sparse=empty, filter=flt, limit=3, mode="hybrid") == []
+    assert index.search(SparseVector([], []), filter=flt, limit=3) == []
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -370,12 +341,8 @@ def test_points_survive_close_and_reopen(open_index):
 
     reopened = open_index()
     assert reopened.count() == len(points) - 2
-    hits = reopened.search(
-        dense=near(0, noise=0.0, seed=0),
-        sparse=SparseVector([RARE_DB], [1.0]),
-        filter=IndexFilter(readers=EVERYONE),
-        limit=2,
-    )
+    hits = reopened.search(SparseVector([RARE_DB], [1.0]), filter=IndexFilter(readers=EVERYONE),
+                           limit=2)
     assert docs_of(hits) == {"runbook-db"}
 
 
@@ -408,10 +375,13 @@ CRASHING_WRITER = """
 import os, signal, sys
 from pathlib import Path
 from citewise.index.qdrant_edge_index import EdgeVectorIndex
-from citewise.index.vectors import ChunkPoint, SparseVector
+from citewise.index.payload import ChunkPayload
+from citewise.index.vector_index import ChunkPoint, SparseVector
 
 index = EdgeVectorIndex(Path(sys.argv[1]), 8)
-point = ChunkPoint(id=sys.argv[2], dense=[1.0] * 8, sparse=SparseVector([1], [1.0]), payload={})
+payload = ChunkPayload(document_id="d", version="v", source="s", readers=["public"])
+point = ChunkPoint(id=sys.argv[2], dense=[1.0] * 8, sparse=SparseVector([1], [1.0]),
+                   payload=payload)
 index.upsert([point])
 os.kill(os.getpid(), signal.SIGKILL)  # no close(), no interpreter shutdown
 """
@@ -448,7 +418,8 @@ def test_edge_is_safe_to_share_between_threads(tmp_path):
             for n in range(10):
                 point = chunk(f"t{worker}", n, dense=near(n % 16, seed=n), terms=[COMMON, n])
                 index.upsert([point])
-                search(index, "hybrid", IndexFilter(readers=["public"]))
+                search(index, "dense", IndexFilter(readers=["public"]))
+                search(index, "sparse", IndexFilter(readers=["public"]))
                 index.count(IndexFilter(document_ids=[f"t{worker}"]))
         except BaseException as exc:  # reported by the assertion below
             errors.append(exc)

@@ -1,15 +1,15 @@
 from __future__ import annotations
 
 from citewise.connectors.folder import FolderConfig, FolderConnector
-from citewise.ingest.chunking import Chunker, slugify
+from citewise.ingest.anchors import slugify
+from citewise.ingest.chunking.sections import SectionChunker
 from citewise.ingest.parse import parse
 from tests.kb import write
 
 
 def chunks_for(kb, rel, dense, max_tokens=200):
     doc = FolderConnector(FolderConfig(path=kb)).read(rel)
-    chunker = Chunker(dense.count_tokens, max_tokens)
-    return chunker.chunk("d", doc.title, parse(doc), doc.body, doc.body_line_offset)
+    return SectionChunker(dense.count_tokens, max_tokens).chunk("d", doc)
 
 
 def test_sections_follow_headings_with_lines(kb, dense):

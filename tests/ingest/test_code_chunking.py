@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from citewise.index.embedder import embedding_text
-from citewise.ingest.code_chunking import chunk_code
+from citewise.index.dense import embedding_text
+from citewise.ingest.chunking.code import CodeChunker
 from citewise.types import SourceDocument
 
 PYTHON = '''"""Retry policy for outbound calls."""
@@ -103,8 +103,9 @@ jobs:
 
 def chunks_of(dense, text, language, path="src/file", max_tokens=200):
     doc = SourceDocument(external_id=path, title=path, content=text.encode(),
-                         media_type="text/x-code", path=path, metadata={"language": language})
-    return chunk_code("doc", doc, text, dense.count_tokens, max_tokens)
+                         media_type="text/x-code", path=path, metadata={"language": language},
+                         body=text)
+    return CodeChunker(dense.count_tokens, max_tokens).chunk("doc", doc)
 
 
 def assert_exact(chunks, text, dense, title, max_tokens=200):
@@ -204,8 +205,9 @@ def test_broken_or_odd_input_never_fails(dense, language):
 
 def test_line_numbers_follow_the_body_offset(dense):
     doc = SourceDocument(external_id="x.py", title="x.py", content=b"", media_type="text/x-code",
-                         path="x.py", metadata={"language": "python"}, body_line_offset=3)
-    chunks = chunk_code("doc", doc, "def f():\n    return 1\n", dense.count_tokens, 200)
+                         path="x.py", metadata={"language": "python"}, body_line_offset=3,
+                         body="def f():\n    return 1\n")
+    chunks = CodeChunker(dense.count_tokens, 200).chunk("doc", doc)
     assert (chunks[0].start_line, chunks[0].end_line) == (4, 5)
 
 

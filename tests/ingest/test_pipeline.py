@@ -8,8 +8,9 @@ import pytest
 
 from citewise.connectors.folder import FolderConfig, FolderConnector
 from citewise.index.catalog import chunk_point_id, document_id
-from citewise.index.vectors import ChunkPoint, IndexFilter
-from citewise.ingest.runner import run_source
+from citewise.index.payload import ChunkPayload
+from citewise.index.vector_index import ChunkPoint, IndexFilter
+from citewise.ingest.jobs import run_source
 from citewise.settings import SourceConfig
 from citewise.types import Identity
 from tests.kb import write
@@ -220,9 +221,8 @@ def test_readers_never_see_a_half_swapped_document(make_services, kb):
         id=chunk_point_id(doc_id, "0" * 16, 0),
         dense=vec,
         sparse=services.sparse.embed_document(text),
-        payload={"document_id": doc_id, "version": "0" * 16, "source": "kb",
-                 "readers": ["public"], "title": live.title, "heading": "", "text": text,
-                 "path": live.path, "path_prefixes": [], "tags": [], "service": None},
+        payload=ChunkPayload(document_id=doc_id, version="0" * 16, source="kb",
+                             readers=["public"], title=live.title, text=text, path=live.path),
     )
     services.index.upsert([stray])
     hits = services.search.search("restart the entire datacenter", Identity.anonymous(),

@@ -15,7 +15,7 @@ import pytest
 from citewise.connectors.base import SyncBatch, SyncConnector, SyncRequest
 from citewise.errors import SourceError
 from citewise.index.catalog import document_id
-from citewise.index.vectors import IndexFilter
+from citewise.index.vector_index import IndexFilter
 from citewise.types import Identity, SourceDocument
 
 
@@ -237,7 +237,7 @@ def test_secrets_are_redacted_before_anything_is_stored(make_services, tmp_path)
     folder = tmp_path / "notes"
     secret = "AKIAIOSFODNN7EXAMPLE"
     write(folder, "aws.md", f"# AWS access\n\nThe deploy user key is {secret} (rotate it).\n")
-    from citewise.ingest.runner import run_source
+    from citewise.ingest.jobs import run_source
     from citewise.settings import SourceConfig
 
     report = run_source(services.pipeline, SourceConfig(name="notes", type="folder",

@@ -12,8 +12,8 @@ import shutil
 import pytest
 
 from citewise.index.catalog import document_id
-from citewise.index.vectors import IndexFilter
-from citewise.ingest.runner import run_source
+from citewise.index.vector_index import IndexFilter
+from citewise.ingest.jobs import run_source
 from citewise.settings import Settings, SourceConfig
 from citewise.types import Identity
 from tests.conftest import SHARED

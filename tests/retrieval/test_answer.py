@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from citewise.ingest.runner import run_source
+from citewise.ingest.jobs import run_source
 from citewise.retrieval.answer import AnswerService
 from citewise.retrieval.llm import LLMClient
 from citewise.settings import SourceConfig

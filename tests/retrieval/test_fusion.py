@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from citewise.index.vectors import VectorHit
-from citewise.ingest.runner import run_source
+from citewise.index.vector_index import VectorHit
+from citewise.ingest.jobs import run_source
 from citewise.retrieval.fusion import FusionConfig, fuse
 from citewise.settings import SourceConfig
 from citewise.types import Identity

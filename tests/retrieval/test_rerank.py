@@ -8,8 +8,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from citewise.index.embedder import packaged_model_path
-from citewise.ingest.runner import run_source
+from citewise.index.dense import packaged_model_path
+from citewise.ingest.jobs import run_source
 from citewise.retrieval.rerank import CrossEncoderReranker, HttpReranker, RerankError
 from citewise.settings import SourceConfig
 from citewise.types import Identity

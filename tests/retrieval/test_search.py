@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from citewise.ingest.runner import run_source
+from citewise.ingest.jobs import run_source
 from citewise.settings import SourceConfig
 from citewise.types import Identity, SearchFilters
 

@@ -8,7 +8,7 @@ import platform
 import time
 from pathlib import Path
 
-from citewise.retrieval.evaluation.runner import ConfigResult
+from citewise.api.evaluation.runner import ConfigResult
 
 
 def beir_table(results: list[ConfigResult]) -> str:

@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from citewise.api.evaluation.runner import RetrievalConfig
 from citewise.errors import InvalidRequestError
-from citewise.retrieval.evaluation.runner import RetrievalConfig
 from citewise.types import Identity
 
 HIT_KS = (1, 3, 5, 10)

@@ -45,6 +45,7 @@ def report_dict(report: RunReport) -> dict:
         "message": report.message,
         "summary": report.summary(),
         "errors": [{"external_id": e, "error": m} for e, m in report.errors],
+        "run_errors": list(report.run_errors),
         **asdict(report.counts),
     }
 
@@ -68,7 +69,7 @@ def run_source(
     )
 
 
-class IngestRunner:
+class JobQueue:
     def __init__(self, pipeline: IngestPipeline) -> None:
         self.pipeline = pipeline
         self._jobs: dict[str, Job] = {}

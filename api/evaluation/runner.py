@@ -22,13 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from citewise.api.evaluation.beir import BeirDataset, corpus_fingerprint
+from citewise.api.evaluation.ir_metrics import evaluate, pool_best_chunk
 from citewise.errors import InvalidRequestError
-from citewise.index.embedder import EmbeddingCache
+from citewise.index.dense import EmbeddingCache
 from citewise.index.sparse import Bm25Encoder
-from citewise.index.vectors import SearchMode
-from citewise.retrieval.evaluation.beir import BeirDataset, corpus_fingerprint
-from citewise.retrieval.evaluation.ir_metrics import evaluate, pool_best_chunk
 from citewise.retrieval.fusion import FusionConfig
+from citewise.retrieval.search import SearchMode
 from citewise.settings import Settings, SourceConfig
 from citewise.types import Identity
 
@@ -108,10 +108,10 @@ class ConfigResult:
 
 def index_folder(eval_root: Path, dataset: BeirDataset, settings: Settings) -> Path:
     """``<eval root>/<dataset>-<hash of corpus and index settings>``."""
-    from citewise.ingest.pipeline import CHUNKER_VERSION
+    from citewise.ingest.chunking.sections import SectionChunker
 
     model = str(settings.embedding_model_path or "all-MiniLM-L6-v2")
-    key = "|".join([corpus_fingerprint(dataset.folder), CHUNKER_VERSION,
+    key = "|".join([corpus_fingerprint(dataset.folder), SectionChunker.version,
                     str(settings.chunk_max_tokens), model, Bm25Encoder.version])
     slug = re.sub(r"[^a-z0-9]+", "-", dataset.name.lower()).strip("-") or "dataset"
     return eval_root / f"{slug}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
@@ -135,7 +135,7 @@ def open_services(settings: Settings, folder: Path, eval_root: Path):
 
 def ingest_corpus(services, dataset: BeirDataset, progress=None):
     """Bring the isolated index in line with the corpus; a no-op when nothing changed."""
-    from citewise.ingest.runner import run_source
+    from citewise.ingest.jobs import run_source
 
     source = SourceConfig(name=_source_name(dataset), type="beir", path=str(dataset.folder))
     return run_source(services.pipeline, source, trigger="eval", progress=progress)

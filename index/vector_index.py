@@ -4,32 +4,24 @@
 ``ServerVectorIndex`` (``qdrant_server_index.py``) talks to a Qdrant server or cluster through
 qdrant-client. The same contract tests (tests/index/test_vector_index_contract.py) run on both.
 
-Every point is one chunk. Its payload carries the fields below; the permission filter
-(``readers``) and every search filter are applied *inside* the Qdrant query, in each prefetch and
-in the fused query, so a caller can never receive a point it may not read.
+Every point is one chunk, with two named vectors (dense, and BM25 term weights to which the
+engine applies the IDF) and a ``ChunkPayload`` (``index/payload.py``). A search asks for one of
+the two vectors; hybrid search is two of them, fused by ``retrieval.fusion`` so that both
+backends rank the same. The permission filter (``readers``) and every search filter are applied
+*inside* each engine query, so a caller can never receive a point it may not read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Protocol
+
+from citewise.index.payload import ChunkPayload
 
 DENSE = "dense"
 SPARSE = "bm25"
 
-# Keyword payload fields that get a payload index (filters and deletes hit them).
-INDEXED_FIELDS = (
-    "document_id",
-    "source",
-    "version",
-    "readers",
-    "path_prefixes",
-    "tags",
-    "service",
-)
-
-SearchMode = Literal["hybrid", "dense", "sparse"]
 
 
 @dataclass(frozen=True)
@@ -45,7 +37,7 @@ class ChunkPoint:
     id: str
     dense: list[float]
     sparse: SparseVector
-    payload: dict
+    payload: ChunkPayload
 
 
 @dataclass
@@ -98,7 +90,7 @@ class IndexFilter:
 class VectorHit:
     id: str
     score: float
-    payload: dict
+    payload: ChunkPayload
 
 
 class VectorIndex(Protocol):
@@ -114,17 +106,10 @@ class VectorIndex(Protocol):
         """Overwrite the given payload keys on every point of the document (readers changes)."""
 
     def search(
-        self,
-        *,
-        dense: list[float] | None,
-        sparse: SparseVector | None,
-        filter: IndexFilter,
-        limit: int,
-        mode: SearchMode = "hybrid",
-        prefetch_limit: int = 50,
-        rrf_k: int = 60,
+        self, query: list[float] | SparseVector, *, filter: IndexFilter, limit: int
     ) -> list[VectorHit]:
-        """Best points first. Hybrid fuses dense and sparse prefetches with RRF in the engine."""
+        """Best points first: nearest by the dense vector for a list of floats, by BM25 for a
+        ``SparseVector`` (an empty one matches nothing)."""
 
     def count(self, filter: IndexFilter | None = None) -> int:
         """Number of points matching the filter (all points without one)."""

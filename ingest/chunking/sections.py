@@ -13,10 +13,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from citewise.index.embedder import embedding_text
-from citewise.ingest.anchors import AnchorStyle, github_anchor, slugify  # noqa: F401
-from citewise.ingest.parse import Element
-from citewise.types import Chunk
+from citewise.index.dense import embedding_text
+from citewise.ingest.anchors import AnchorStyle, anchor_style, github_anchor
+from citewise.ingest.parse import Element, document_text, parse
+from citewise.types import Chunk, SourceDocument
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])")
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
@@ -29,12 +29,24 @@ class _Piece:
     probe: str  # for finding the element's line in the source
 
 
-class Chunker:
+class SectionChunker:
+    """Prose (Markdown, HTML, text): parsed into elements, chunked along its headings."""
+
+    # Part of every prose document's index signature: bump it when chunks would come out
+    # differently, and the next run re-chunks (and only re-embeds what changed).
+    version = "sections-v1"
+
     def __init__(self, count_tokens: Callable[[str], int], max_tokens: int = 200) -> None:
         self.count_tokens = count_tokens
         self.max_tokens = max_tokens
 
-    def chunk(
+    def chunk(self, document_id: str, doc: SourceDocument) -> list[Chunk]:
+        return self.chunk_elements(
+            document_id, doc.title, parse(doc), document_text(doc), doc.body_line_offset,
+            anchor=anchor_style(doc.metadata.get("anchor_style")),
+        )
+
+    def chunk_elements(
         self,
         document_id: str,
         title: str,

@@ -1,0 +1,20 @@
+"""The ``citewise`` command: ingest, search, ask, serve, sources and eval.
+
+Every command reads settings from ``CITEWISE_*`` environment variables and the config file
+(``./citewise.toml`` or ``--config``). When ``citewise serve`` holds the embedded index, the
+other commands send their work to it over HTTP instead of failing on the lock.
+
+One module per command (or family); importing them registers them on the group.
+"""
+
+from __future__ import annotations
+
+from citewise.api.cli import evaluate, ingest, query, serve, sources  # noqa: F401  (registers)
+from citewise.api.cli.base import cli
+
+
+def main() -> None:
+    cli(prog_name="citewise")
+
+
+__all__ = ["cli", "main"]

@@ -1,0 +1,108 @@
+"""The ``citewise`` command group, its shared context, and how a command fails.
+
+Every command reads settings from ``CITEWISE_*`` environment variables and the config file
+(``./citewise.toml`` or ``--config``). When ``citewise serve`` holds the embedded index, the
+other commands send their work to it over HTTP instead of failing on the lock.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from contextlib import contextmanager
+from pathlib import Path
+from typing import NoReturn
+
+import click
+
+from citewise import __version__
+from citewise.errors import CitewiseError, IndexLockedError
+from citewise.logs import configure_logging
+from citewise.settings import Settings, load_settings
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
+
+
+class Context:
+    def __init__(self, config: str | None, data_dir: str | None, verbose: bool) -> None:
+        overrides = {"data_dir": Path(data_dir)} if data_dir else {}
+        self.settings: Settings = load_settings(config, **overrides)
+        level = "DEBUG" if verbose else self.settings.log_level
+        configure_logging(level, self.settings.log_format)
+
+    @contextmanager
+    def services(self):
+        """``(services, None)`` over the local index, or ``(None, server)`` when a running
+        server holds the embedded index. Closes what it opened; a ``CitewiseError`` inside
+        ends the command with its message and hint."""
+        from citewise.api.composition import build_services
+        from citewise.api.remote import find_server
+
+        services = remote = None
+        try:
+            try:
+                services = build_services(self.settings)
+            except IndexLockedError as e:
+                remote = find_server(self.settings, e)
+            yield services, remote
+        except CitewiseError as e:
+            fail(e)
+        finally:
+            if services is not None:
+                services.close()
+
+
+def fail(e: CitewiseError) -> NoReturn:
+    click.secho(f"error: {e.message}", fg="red", err=True)
+    if e.hint:
+        click.echo(f"  hint: {e.hint}", err=True)
+    sys.exit(EXIT_FAILED)
+
+
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog=textwrap.dedent(
+        """
+        \b
+        Quick start:
+          citewise ingest ./runbooks           index a folder of Markdown/HTML/text
+          citewise ask "how do I fail over redis?"
+          citewise serve                       HTTP API on 127.0.0.1:8000, docs at /docs
+
+        Settings come from CITEWISE_* environment variables and citewise.toml; see README.
+        """
+    ),
+)
+@click.option("--config", "config", type=click.Path(dir_okay=False), envvar="CITEWISE_CONFIG_FILE",
+              help="TOML config file (default: ./citewise.toml if present).")
+@click.option("--data-dir", type=click.Path(file_okay=False),
+              help="Folder for all state [env CITEWISE_DATA_DIR, default ./data].")
+@click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
+@click.version_option(__version__, prog_name="citewise")
+@click.pass_context
+def cli(ctx: click.Context, config: str | None, data_dir: str | None, verbose: bool) -> None:
+    """citewise: cited answers over your runbooks, wiki pages and code."""
+    try:
+        ctx.obj = Context(config, data_dir, verbose)
+    except CitewiseError as e:
+        fail(e)
+
+
+
+
+def identity_options(f):
+    f = click.option("--group", "groups", multiple=True,
+                     help="A group the user belongs to (repeatable).")(f)
+    f = click.option("--user", help="Search as this user (default: anonymous, public only).")(f)
+    return f
+
+
+
+
+def identity_headers(user: str | None, groups: tuple[str, ...]) -> dict:
+    headers = {}
+    if user:
+        headers["X-Citewise-User"] = user
+    if groups:
+        headers["X-Citewise-Groups"] = ",".join(groups)
+    return headers

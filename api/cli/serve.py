@@ -1,0 +1,74 @@
+"""`citewise serve`: the HTTP API in the foreground, holding the embedded index."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import textwrap
+
+import click
+
+from citewise import __version__
+from citewise.api.cli.base import (
+    Context,
+    cli,
+    fail,
+)
+from citewise.errors import CitewiseError
+
+
+@cli.command(
+    epilog=textwrap.dedent(
+        """
+        \b
+        Examples:
+          citewise serve                         127.0.0.1:8000
+          citewise serve --host 0.0.0.0 --port 8080   (set CITEWISE_API_KEYS first)
+
+        Open http://127.0.0.1:8000/docs for the API. While the server runs, `citewise ingest`
+        and the nightly cron hand their runs to it (the embedded index admits one process).
+        Bind beyond 127.0.0.1 only with CITEWISE_API_KEYS set.
+        """
+    )
+)
+@click.option("--host", help="Address to bind [env CITEWISE_HOST, default 127.0.0.1].")
+@click.option("--port", type=int, help="Port [env CITEWISE_PORT, default 8000].")
+@click.pass_obj
+def serve(obj: Context, host: str | None, port: int | None) -> None:
+    """Serve the HTTP API (search, answers, ingest jobs, metrics)."""
+    import logging
+
+    import uvicorn
+
+    from citewise.api.app import create_app
+    from citewise.api.composition import build_services
+    from citewise.api.remote import remove_server_file, write_server_file
+
+    settings = obj.settings
+    host = host or settings.host
+    port = port or settings.port
+    log = logging.getLogger("citewise")
+    if host not in ("127.0.0.1", "localhost", "::1") and not settings.api_key_list():
+        log.warning("serving on %s without CITEWISE_API_KEYS: anyone who can reach it can "
+                    "claim any identity and read restricted documents", host)
+    try:
+        services = build_services(settings)
+    except CitewiseError as e:
+        fail(e)
+    services.dense.warm_up()
+    app = create_app(settings, services)
+    write_server_file(settings, host, port)
+    log.info("citewise %s serving on http://%s:%d (docs at /docs), data in %s", __version__,
+             host, port, settings.data_dir)
+    # uvicorn handles SIGTERM by shutting down, restoring the previous handler and re-sending
+    # the signal; with this handler the re-sent signal exits through `finally` below, so
+    # server.json is removed and the index is flushed under systemd, docker and Kubernetes too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        uvicorn.run(app, host=host, port=port, log_level=settings.log_level.lower(),
+                    log_config=None)
+    finally:
+        remove_server_file(settings)
+        services.close()
+
+

@@ -1,0 +1,42 @@
+"""`citewise sources`: what is declared and what is indexed."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import click
+
+from citewise.api.cli.base import Context, cli
+
+
+@cli.command(
+    epilog=textwrap.dedent(
+        """
+        \b
+        Examples:
+          citewise sources          a table: documents, chunks, last successful run
+          citewise sources --json   the same as JSON, for scripts
+        """
+    )
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def sources(obj: Context, as_json: bool) -> None:
+    """List sources: declared in the config and/or present in the catalog."""
+    from citewise.index.catalog import Catalog
+    from citewise.retrieval.library import DeclaredSource, LibraryService
+
+    # The catalog alone (SQLite admits several processes): this works while a server runs.
+    declared = [DeclaredSource(s.name, s.type) for s in obj.settings.sources]
+    library = LibraryService(Catalog(obj.settings.catalog_path), None, declared)
+    out = [s.model_dump(exclude={"last_run"}) for s in library.sources(None)]
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+    for s in out:
+        click.echo(f"{s['name']:<20} {s['type']:<10} {s['documents']:>6} docs {s['chunks']:>7} "
+                   f"chunks  last success: {s['last_success_at'] or 'never'}"
+                   + ("" if s["declared"] else "  (not in config)"))
+
+

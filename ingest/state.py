@@ -1,0 +1,115 @@
+"""What the catalog remembers of a source between runs, and what changed since: change detection.
+
+The pipeline runs; this module decides. For every document a connector yields it answers "is
+this the version already indexed?" (same bytes, same index signature); for syncing connectors it
+builds the ``SyncRequest`` from the stored state and stores checkpoints and the final cursor; at
+the end of a run it says which catalog documents are gone from the source.
+
+Stored per source (``sources.state`` in the catalog), as the sync contract describes it
+(``connectors/base.py``):
+
+* ``cursor``: what the connector returned when the last run finished (a commit, a time);
+* ``checkpoint``: written after each batch, handed back only if the run did not finish;
+* ``retry``: external ids that failed last time, read again whatever the source says changed.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from citewise.connectors.base import SyncRequest
+from citewise.index.catalog import Catalog, DocumentRecord
+from citewise.ingest.chunking import Chunkers
+from citewise.types import SourceDocument
+
+log = logging.getLogger("citewise.ingest")
+
+
+class IndexSignature:
+    """What a document's chunks and vectors depend on besides its bytes.
+
+    The chunker's version, the chunk size, the dense model and the BM25 encoder. The chunker goes
+    in per kind of document, so a new code chunker re-chunks code, not every page.
+    """
+
+    def __init__(self, chunkers: Chunkers, dense_model_id: str, sparse_version: str) -> None:
+        self._chunkers = chunkers
+        self._base = "|".join([str(chunkers.max_tokens), dense_model_id, sparse_version])
+
+    def __call__(self, media_type: str) -> str:
+        return f"{self._chunkers.for_media_type(media_type).version}|{self._base}"
+
+
+class SourceState:
+    """One source during one run: its indexed documents, its stored sync state, what was seen."""
+
+    def __init__(self, catalog: Catalog, source: str, signature: IndexSignature) -> None:
+        self.catalog = catalog
+        self.source = source
+        self.signature = signature
+        self.existing: dict[str, DocumentRecord] = catalog.documents_of_source(source)
+        self.stored: dict = (catalog.get_source(source) or {}).get("state") or {}
+        self.seen: set[str] = set()
+        last = catalog.list_runs(source, limit=1)
+        # The run before this one died (crash, kill): its half-swapped documents may have left
+        # stray points behind, which this run sweeps as it meets those documents.
+        self.after_interruption = bool(last) and last[0]["status"] in ("running", "interrupted")
+
+    # Per document ----------------------------------------------------------------------------
+    def see(self, doc: SourceDocument) -> DocumentRecord | None:
+        """Note that the source still has ``doc`` (even one that failed to read: it is kept,
+        not deleted) and return its indexed record, if any."""
+        self.seen.add(doc.external_id)
+        return self.existing.get(doc.external_id)
+
+    def unchanged(self, doc: SourceDocument, previous: DocumentRecord | None) -> bool:
+        """Same bytes (after redaction) under the same index signature: nothing to redo."""
+        return (
+            previous is not None
+            and previous.content_hash == doc.content_hash
+            and previous.index_signature == self.signature(doc.media_type)
+        )
+
+    # Syncing connectors ----------------------------------------------------------------------
+    def sync_request(self, force: bool) -> SyncRequest:
+        """The request for this run: from the stored cursor, or a resumed checkpoint.
+
+        Documents indexed under another signature (a new chunker, model or chunk size) must be
+        re-read though the source did not change them: then the request asks for everything.
+        Unchanged ones under the current signature are still skipped by content hash.
+        """
+        stale = sum(
+            1 for r in self.existing.values() if r.index_signature != self.signature(r.media_type)
+        )
+        if stale and not force:
+            log.info("%s: %d documents were indexed with other settings; reading the whole "
+                     "source", self.source, stale)
+        return SyncRequest(
+            state=dict(self.stored.get("cursor") or {}),
+            checkpoint=self.stored.get("checkpoint"),
+            retry=list(self.stored.get("retry") or []),
+            full=force or bool(stale),
+        )
+
+    def save_checkpoint(self, checkpoint: dict) -> None:
+        """After a batch is written: a crash from here on resumes after it."""
+        self.catalog.set_source_state(self.source, {**self.stored, "checkpoint": checkpoint})
+
+    def finish_sync(self, cursor: dict, retry: list[str]) -> None:
+        """The run finished (succeeded or partial): the next one starts from ``cursor``."""
+        self.catalog.set_source_state(
+            self.source, {"cursor": cursor, "checkpoint": None, "retry": sorted(set(retry))}
+        )
+
+    # Deletions -------------------------------------------------------------------------------
+    def gone_after_load(self) -> list[DocumentRecord]:
+        """After a complete load: every indexed document the run did not see."""
+        return [r for ext, r in self.existing.items() if ext not in self.seen]
+
+    def gone_after_sync(self, deleted: set[str], live: set[str] | None) -> list[DocumentRecord]:
+        """After a sync: ids the source reported deleted, and, when it gave a complete listing,
+        indexed ids missing from it. A document seen in this run is never gone."""
+        gone = {e for e in deleted if e not in self.seen}
+        if live is not None:
+            gone |= {e for e in self.existing if e not in live and e not in self.seen}
+        return [self.existing[e] for e in sorted(gone) if e in self.existing]
