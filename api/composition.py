@@ -41,7 +41,7 @@ class Services:
     search: SearchService
     answers: AnswerService
     library: LibraryService
-    runner: JobQueue
+    jobs: JobQueue
 
     @property
     def index_kind(self) -> str:
@@ -159,7 +159,7 @@ def build_services(settings: Settings) -> Services:
         library=LibraryService(
             catalog, blobs, [DeclaredSource(s.name, s.type) for s in settings.sources]
         ),
-        runner=JobQueue(pipeline),
+        jobs=JobQueue(pipeline),
     )
 
 

@@ -23,18 +23,18 @@ def start(body: IngestRequest, request: Request) -> dict:
         source=body.source,
         all_sources=body.all,
     )
-    job = services.runner.submit(sources, trigger="api", force=body.force)
+    job = services.jobs.submit(sources, trigger="api", force=body.force)
     return job.to_dict()
 
 
 @router.get("/jobs/{job_id}", summary="An ingest job's progress and results")
 def get_job(job_id: str, request: Request) -> dict:
-    return request.app.state.services.runner.get(job_id).to_dict()
+    return request.app.state.services.jobs.get(job_id).to_dict()
 
 
 @router.get("/jobs", summary="Recent ingest jobs of this server")
 def list_jobs(request: Request) -> dict:
-    return {"jobs": [j.to_dict() for j in request.app.state.services.runner.jobs()]}
+    return {"jobs": [j.to_dict() for j in request.app.state.services.jobs.jobs()]}
 
 
 @router.get("/runs", summary="Recent ingest runs (all processes)")

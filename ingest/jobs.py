@@ -2,7 +2,7 @@
 
 The embedded index admits one process, so while ``citewise serve`` runs, every ingest goes
 through it: the nightly cron's ``citewise ingest --all`` and a developer's ``citewise ingest
-./docs`` are handed to this runner over HTTP, and their progress is read back from it.
+./docs`` are handed to this queue over HTTP, and their progress is read back from it.
 """
 
 from __future__ import annotations

@@ -21,11 +21,12 @@ For each document the connector yields:
 A document that fails (unreadable, unparseable) is recorded with its error; its previously
 indexed version stays live, and the run goes on.
 
-Connectors that can say what changed (``SyncConnector``: git, Confluence) get a ``SyncRequest``
-built from the source's stored state: the state of the last finished run, the checkpoint of an
-unfinished one, and the ids that failed last time. Their checkpoints are stored after each batch
-is written; their state only when the run finishes, so a failed run is retried from where the
-last good one ended, never skipped.
+What changed is decided by ``ingest/state.py``: whether a document is the version already
+indexed, and, for connectors that can say what changed (``SyncConnector``: git, Confluence), the
+``SyncRequest`` built from the source's stored state (the cursor of the last finished run, the
+checkpoint of an unfinished one, the ids that failed last time). Checkpoints are stored after
+each batch is written; the cursor only when the run finishes, so a failed run is retried from
+where the last good one ended, never skipped.
 
 Every document goes through secret redaction before it is hashed, stored or chunked.
 """

@@ -19,8 +19,8 @@ from citewise.connectors.confluence.attachments import (
 from citewise.connectors.confluence.config import ConfluenceConfig
 from citewise.errors import SourceError
 from citewise.types import Identity
-from tests.connectors.test_confluence_sync import connector, docs_by_title, run
-from tests.fakes.confluence_server import FakeConfluence, sample_site
+from tests.connectors.confluence_site import connector, docs_by_title, run, serving
+from tests.fakes.confluence_server import sample_site
 
 ENG = Identity(user="bob", groups=("eng",))
 SRE = Identity(user="carol", groups=("eng", "sre"))
@@ -175,12 +175,8 @@ def site(monkeypatch):
         "application/vnd.openxmlformats-officedocument.wordprocessingml.document", ROLLOUT_DOCX)
     ids["png"] = model.attach(ids["deploy"], "topology.png", "image/png", PNG)
     ids["txt"] = model.attach(ids["keys"], TXT_NAME, "text/plain", CUSTODIANS_TXT)
-    server = FakeConfluence(model, max_limit=5).start()
-    monkeypatch.setenv("CW_TEST_EMAIL", "bot@example.com")
-    monkeypatch.setenv("CW_TEST_TOKEN", "cloud-secret-token")
-    monkeypatch.setenv("CW_TEST_PAT", "dc-secret-pat")
-    yield server, model, ids
-    server.stop()
+    with serving(model, monkeypatch) as server:
+        yield server, model, ids
 
 
 @pytest.mark.parametrize("flavour", ["cloud", "datacenter"])

@@ -8,11 +8,10 @@ import logging
 import pytest
 
 from citewise.connectors.base import SyncRequest
-from citewise.connectors.confluence import ConfluenceConnector
-from citewise.connectors.confluence.config import ConfluenceConfig
 from citewise.connectors.confluence.permissions import NO_READERS
 from citewise.types import Identity
-from tests.fakes.confluence_server import FakeConfluence, sample_site
+from tests.connectors.confluence_site import connector, docs_by_title, run, serving
+from tests.fakes.confluence_server import sample_site
 
 ENG = Identity(user="bob", groups=("eng",))
 SRE = Identity(user="carol", groups=("eng", "sre"))
@@ -21,35 +20,8 @@ SRE = Identity(user="carol", groups=("eng", "sre"))
 @pytest.fixture
 def site(monkeypatch):
     model, ids = sample_site(filler=8)
-    server = FakeConfluence(model, max_limit=5).start()
-    monkeypatch.setenv("CW_TEST_EMAIL", "bot@example.com")
-    monkeypatch.setenv("CW_TEST_TOKEN", "cloud-secret-token")
-    monkeypatch.setenv("CW_TEST_PAT", "dc-secret-pat")
-    yield server, model, ids
-    server.stop()
-
-
-def connector(server, flavour: str, **options) -> ConfluenceConnector:
-    options.setdefault("exclude_labels", ["draft"])
-    config = ConfluenceConfig(
-        base_url=server.cloud_url if flavour == "cloud" else server.dc_url,
-        flavour=flavour,
-        email_env="CW_TEST_EMAIL",
-        token_env="CW_TEST_TOKEN" if flavour == "cloud" else "CW_TEST_PAT",
-        requests_per_second=0,  # no spacing against a loopback server
-        max_retry_wait=0.05,
-        overlap_minutes=0,
-        **options,
-    )
-    return ConfluenceConnector(config, sleep=lambda s: None)
-
-
-def run(services, conn, **kw):
-    return services.pipeline.run("wiki", "confluence", conn, **kw)
-
-
-def docs_by_title(services) -> dict:
-    return {d.title: d for d in services.catalog.documents_of_source("wiki").values()}
+    with serving(model, monkeypatch) as server:
+        yield server, model, ids
 
 
 @pytest.mark.parametrize("flavour", ["cloud", "datacenter"])

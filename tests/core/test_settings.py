@@ -61,3 +61,24 @@ def test_readme_documents_every_setting():
     for name in Settings.model_fields:
         if name != "sources":
             assert f"`CITEWISE_{name.upper()}`" in readme, f"README misses CITEWISE_{name.upper()}"
+
+
+def test_the_example_config_loads_and_every_source_builds(monkeypatch, tmp_path):
+    """citewise.example.toml is what error hints point at: it must stay valid."""
+    from pathlib import Path
+
+    from citewise.connectors.registry import build_connector
+
+    example = Path(__file__).resolve().parents[2] / "citewise.example.toml"
+    for name in ("CITEWISE_GIT_TOKEN", "CITEWISE_CONFLUENCE_EMAIL", "CITEWISE_CONFLUENCE_TOKEN"):
+        monkeypatch.setenv(name, "x")
+    settings = load_settings(example)
+    assert {s.type for s in settings.sources} == {"folder", "git", "confluence"}
+    for source in settings.sources:  # options are checked; nothing is read yet
+        assert build_connector(source, data_dir=tmp_path) is not None
+
+
+def test_a_missing_config_file_points_at_the_example(tmp_path):
+    with pytest.raises(ConfigError) as raised:
+        load_settings(tmp_path / "nope.toml")
+    assert "citewise.example.toml" in raised.value.hint
