@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import secrets
 import time
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from citewise import __version__, metrics
 from citewise.api import problems, routes_ingest, routes_library, routes_query
+from citewise.api.auth import is_operator, key_checker, require_operator
 from citewise.api.composition import Services, build_services
+from citewise.api.middleware import BodyLimit, KeyGate
 from citewise.settings import Settings
 
 DESCRIPTION = """
@@ -25,14 +28,30 @@ Cited answers over your engineering knowledge: runbooks, wiki pages and code.
 """
 
 
-def create_app(settings: Settings | None = None, services: Services | None = None) -> FastAPI:
-    """Build the app. Pass ``services`` to share already-built ones (tests, embedding)."""
+def uvicorn_options(settings: Settings) -> dict:
+    """How uvicorn learns the client's address: from the socket, unless the operator names the
+    reverse proxies whose ``X-Forwarded-For`` to believe. (uvicorn believes loopback proxies by
+    default, which would let any local proxy make every remote caller look local.)"""
+    if settings.trusted_proxies:
+        return {"proxy_headers": True, "forwarded_allow_ips": settings.trusted_proxies}
+    return {"proxy_headers": False}
+
+
+def create_app(
+    settings: Settings | None = None,
+    services: Services | None = None,
+    *,
+    operator_token: str | None = None,
+) -> FastAPI:
+    """Build the app. Pass ``services`` to share already-built ones (tests, embedding), and
+    the ``operator_token`` that ``citewise serve`` wrote to server.json (a fresh one if none)."""
     owned = services is None
+    settings = settings or (services.settings if services is not None else Settings())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         if app.state.services is None:
-            app.state.services = build_services(settings or Settings())
+            app.state.services = build_services(settings)
         yield
         if owned and app.state.services is not None:
             app.state.services.close()
@@ -44,7 +63,11 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         lifespan=lifespan,
     )
     app.state.services = services
+    app.state.operator_token = operator_token or secrets.token_urlsafe(32)
     problems.install(app)
+    # Outermost last: the body limit runs first, then the key check, then the routes.
+    app.add_middleware(KeyGate, check=key_checker(settings.api_key_list()))
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
 
     @app.middleware("http")
     async def _metrics(request: Request, call_next):
@@ -60,9 +83,13 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.include_router(routes_library.router)
     app.include_router(routes_ingest.router)
 
-    @app.get("/healthz", tags=["ops"], summary="Liveness and a summary of the index")
+    @app.get("/healthz", tags=["ops"], summary="Liveness, and for operators the index's state")
     def healthz(request: Request) -> dict:
+        """Anyone gets ``status``; operators (a key holder, or this machine when keyless) also
+        get the counts, which say how much restricted content exists."""
         s: Services = request.app.state.services
+        if not is_operator(request):
+            return {"status": "ok"}
         return {
             "status": "ok",
             "version": __version__,
@@ -74,7 +101,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "points": s.index.count(),
         }
 
-    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics", include_in_schema=True)
+    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics (operators)",
+             dependencies=[Depends(require_operator)])
     def prometheus() -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 

@@ -7,11 +7,9 @@ an LLM) is chosen here, from ``Settings``, and nowhere else.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
-from pathlib import Path
 
-from citewise.errors import ConfigError, ConflictError, InvalidRequestError
+from citewise.errors import ConfigError
 from citewise.index.blobs import BlobStore, LocalBlobStore, S3BlobStore
 from citewise.index.catalog import Catalog
 from citewise.index.dense import DenseEncoder, EmbeddingCache
@@ -25,7 +23,7 @@ from citewise.retrieval.library import DeclaredSource, LibraryService
 from citewise.retrieval.llm import LLMClient
 from citewise.retrieval.rerank import CrossEncoderReranker, HttpReranker, Reranker
 from citewise.retrieval.search import SearchService
-from citewise.settings import Settings, SourceConfig
+from citewise.settings import Settings
 
 log = logging.getLogger("citewise")
 
@@ -161,60 +159,3 @@ def build_services(settings: Settings) -> Services:
         ),
         jobs=JobQueue(pipeline),
     )
-
-
-def source_name_for(path: Path) -> str:
-    name = re.sub(r"[^a-z0-9._-]+", "-", path.resolve().name.lower()).strip("-._")
-    return name[:63] or "folder"
-
-
-def resolve_sources(
-    settings: Settings,
-    catalog: Catalog | None,
-    *,
-    path: str | None = None,
-    name: str | None = None,
-    source: str | None = None,
-    all_sources: bool = False,
-) -> list[SourceConfig]:
-    """What one ``ingest`` asks for: a folder path, a declared source, or every declared one."""
-    chosen = sum(bool(x) for x in (path, source, all_sources))
-    if chosen != 1:
-        raise InvalidRequestError(
-            "say what to ingest: a folder PATH, --source NAME or --all (exactly one)"
-        )
-    if all_sources:
-        if not settings.sources:
-            raise ConfigError(
-                "no sources are declared",
-                hint="add [[sources]] to citewise.toml (or set CITEWISE_CONFIG_FILE)",
-            )
-        return list(settings.sources)
-    if source:
-        return [settings.source(source)]
-    folder = Path(path).expanduser().resolve()  # type: ignore[arg-type]
-    if not folder.is_dir():
-        raise InvalidRequestError(f"{folder} is not a folder", hint="pass a folder of documents")
-    source_name = name or source_name_for(folder)
-    declared = next((s for s in settings.sources if s.name == source_name), None)
-    if declared is not None:
-        if Path(declared.options().get("path", "")).resolve() != folder:
-            raise ConflictError(
-                f"source {source_name!r} is declared in the config file with another path",
-                hint="pick another name with --name",
-            )
-        return [declared]
-    if catalog is not None:
-        known = catalog.get_source(source_name)
-        if known is not None:
-            old = known["config"].get("path")
-            if old and Path(old).resolve() != folder:
-                # Re-using the name would treat every document of the old folder as deleted.
-                raise ConflictError(
-                    f"source {source_name!r} already holds documents from {old}",
-                    hint="pick another name with --name, or ingest that folder again",
-                )
-    try:
-        return [SourceConfig(name=source_name, type="folder", path=str(folder))]
-    except ValueError as e:
-        raise InvalidRequestError(str(e), hint="pass --name with a valid source name") from e

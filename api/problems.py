@@ -20,9 +20,9 @@ log = logging.getLogger("citewise.api")
 PROBLEM_JSON = "application/problem+json"
 
 
-def problem(
+def problem_body(
     status: int, code: str, detail: str, hint: str | None = None, errors: list | None = None
-) -> JSONResponse:
+) -> dict:
     body = {
         "type": f"urn:citewise:error:{code}",
         "title": code.replace("_", " ").capitalize(),
@@ -32,7 +32,14 @@ def problem(
     }
     if errors:
         body["errors"] = errors
-    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON)
+    return body
+
+
+def problem(
+    status: int, code: str, detail: str, hint: str | None = None, errors: list | None = None
+) -> JSONResponse:
+    return JSONResponse(problem_body(status, code, detail, hint, errors), status_code=status,
+                        media_type=PROBLEM_JSON)
 
 
 def install(app: FastAPI) -> None:

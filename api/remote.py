@@ -14,16 +14,27 @@ from pathlib import Path
 
 import httpx
 
+from citewise.api.auth import OPERATOR_HEADER
 from citewise.errors import CitewiseError, IndexLockedError
 from citewise.settings import Settings
 
 
-def write_server_file(settings: Settings, host: str, port: int) -> None:
+def write_server_file(settings: Settings, host: str, port: int, operator_token: str) -> None:
+    """Where the server is, and the token that proves a caller is its operator.
+
+    The file is readable by its owner only (the account that owns the data folder): reading it
+    is the proof. It is written to a new file and moved into place, never left readable.
+    """
     connect_host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     settings.server_file.parent.mkdir(parents=True, exist_ok=True)
-    settings.server_file.write_text(
-        json.dumps({"url": f"http://{connect_host}:{port}", "pid": os.getpid()})
-    )
+    body = json.dumps({"url": f"http://{connect_host}:{port}", "pid": os.getpid(),
+                       "operator_token": operator_token})
+    tmp = settings.server_file.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(body)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, settings.server_file)
 
 
 def remove_server_file(settings: Settings) -> None:
@@ -36,9 +47,12 @@ def remove_server_file(settings: Settings) -> None:
 
 
 class RemoteServer:
-    def __init__(self, url: str, api_key: str | None = None, timeout: float = 30.0) -> None:
+    def __init__(self, url: str, api_key: str | None = None, timeout: float = 30.0,
+                 operator_token: str | None = None) -> None:
         self.url = url.rstrip("/")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        if operator_token:
+            headers[OPERATOR_HEADER] = operator_token
         self.http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
 
     def request(self, method: str, path: str, **kwargs) -> dict:
@@ -71,7 +85,8 @@ def find_server(settings: Settings, locked: IndexLockedError) -> RemoteServer:
     info = _read(settings.server_file)
     keys = settings.api_key_list()
     if info and info.get("url"):
-        server = RemoteServer(info["url"], api_key=keys[0] if keys else None)
+        server = RemoteServer(info["url"], api_key=keys[0] if keys else None,
+                              operator_token=info.get("operator_token"))
         try:
             server.request("GET", "/healthz")
             return server

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from typing import Annotated
 
-from citewise.api.auth import require_operator
-from citewise.api.composition import resolve_sources
+from fastapi import APIRouter, Depends, Path, Query, Request
+
+from citewise.api.auth import is_local_operator, require_operator
 from citewise.api.schemas import IngestRequest
+from citewise.errors import NotFoundError
+from citewise.ingest.sources import resolve_sources
+
+# SQLite's integer range: a larger run id is a client error, not an overflow.
+MAX_ID = 2**63 - 1
 
 router = APIRouter(prefix="/v1/ingest", tags=["ingest"], dependencies=[Depends(require_operator)])
 
@@ -22,13 +28,16 @@ def start(body: IngestRequest, request: Request) -> dict:
         name=body.name,
         source=body.source,
         all_sources=body.all,
+        readers=body.readers,
+        # The operator's own CLI may name any folder; other callers only allowed ones.
+        allowed=None if is_local_operator(request) else services.settings.ingest_allowed_paths,
     )
     job = services.jobs.submit(sources, trigger="api", force=body.force)
     return job.to_dict()
 
 
 @router.get("/jobs/{job_id}", summary="An ingest job's progress and results")
-def get_job(job_id: str, request: Request) -> dict:
+def get_job(job_id: Annotated[str, Path(max_length=64)], request: Request) -> dict:
     return request.app.state.services.jobs.get(job_id).to_dict()
 
 
@@ -38,14 +47,16 @@ def list_jobs(request: Request) -> dict:
 
 
 @router.get("/runs", summary="Recent ingest runs (all processes)")
-def list_runs(request: Request, source: str | None = None, limit: int = 20) -> dict:
-    return {"runs": request.app.state.services.catalog.list_runs(source, min(limit, 200))}
+def list_runs(
+    request: Request,
+    source: Annotated[str | None, Query(max_length=63)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 20,
+) -> dict:
+    return {"runs": request.app.state.services.catalog.list_runs(source, limit)}
 
 
 @router.get("/runs/{run_id}", summary="One ingest run with its per-document errors")
-def get_run(run_id: int, request: Request) -> dict:
-    from citewise.errors import NotFoundError
-
+def get_run(run_id: Annotated[int, Path(ge=1, le=MAX_ID)], request: Request) -> dict:
     run = request.app.state.services.catalog.get_run(run_id)
     if run is None:
         raise NotFoundError(f"no ingest run {run_id}")

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from citewise.retrieval.answer import Answer
 from citewise.retrieval.search import SearchResult
 
 
+# Request bodies are strict: "5" is not a number and "yes" is not a boolean. A client that sends
+# them has a bug worth hearing about, and loose coercion hides which field it was.
 class Filters(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     sources: list[str] = Field(default_factory=list, description="Source names (any of).")
     path_prefix: str | None = Field(
@@ -26,6 +28,7 @@ class Filters(BaseModel):
 class SearchRequest(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         json_schema_extra={
             "examples": [
                 {
@@ -54,6 +57,7 @@ class SearchResponse(BaseModel):
 class AnswerRequest(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         json_schema_extra={
             "examples": [{"question": "How do I fail over the Redis cache?"}]
         },
@@ -70,16 +74,32 @@ class AnswerResponse(Answer):
 class IngestRequest(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         json_schema_extra={"examples": [{"source": "runbooks"}, {"all": True}]},
     )
 
-    source: str | None = Field(default=None, description="A source declared in the config.")
+    source: str | None = Field(default=None, max_length=63,
+                               description="A source declared in the config.")
     all: bool = Field(default=False, description="Every declared source (the nightly cron).")
     path: str | None = Field(
-        default=None, description="A folder on the server's disk (loopback callers only)."
+        default=None, max_length=4096,
+        description="A folder on the server's disk: only under CITEWISE_INGEST_ALLOWED_PATHS, "
+        "or from the operator's own `citewise ingest PATH` on the server's machine.",
     )
-    name: str | None = Field(default=None, description="Source name for `path`.")
+    name: str | None = Field(default=None, max_length=63, description="Source name for `path`.")
+    readers: list[str] | None = Field(
+        default=None, max_length=100,
+        description="Who may read the documents of `path` that name no readers themselves "
+        "(default: the server's CITEWISE_DEFAULT_READERS).",
+    )
     force: bool = Field(
         default=False,
         description="Re-process unchanged documents and allow deleting over half of a source.",
     )
+
+    @field_validator("path")
+    @classmethod
+    def _no_nul(cls, v: str | None) -> str | None:
+        if v is not None and "\0" in v:
+            raise ValueError("the path contains a NUL byte")
+        return v

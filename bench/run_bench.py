@@ -484,7 +484,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         services = build_services(settings)
         try:
             sources = [
-                SourceConfig(name=n, type="folder", path=str(CORPORA / n)) for n in names
+                SourceConfig(name=n, type="folder", path=str(CORPORA / n), readers=["public"])
+                for n in names
             ]
             progress("loading the embedding model")
             started = time.perf_counter()

@@ -23,7 +23,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, runtime_checkable
 
+from citewise.errors import ConfigError
 from citewise.types import SourceDocument
+
+
+def required_readers(source_type: str, readers: list[str] | None) -> list[str]:
+    """The readers of documents that name none: a folder or git source must be told, since
+    "public" is never assumed (it must be said somewhere, ``readers = ["public"]``)."""
+    if readers:
+        return list(readers)
+    raise ConfigError(
+        f"a {source_type} source must say who may read its documents",
+        hint='add readers = ["group:eng"] to the source (readers = ["public"] for everyone), '
+             "or set default_readers in [settings] / CITEWISE_DEFAULT_READERS",
+    )
 
 
 @runtime_checkable

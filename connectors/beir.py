@@ -14,17 +14,18 @@ from pathlib import Path
 from typing import ClassVar
 
 from citewise.errors import SourceError
-from citewise.types import SourceDocument, normalise_readers
+from citewise.types import PUBLIC, SourceDocument, normalise_readers
 
 
 class BeirCorpusConnector:
     source_type: ClassVar[str] = "beir"
 
     def __init__(self, corpus: Path, readers: list[str] | None = None) -> None:
+        # A benchmark corpus is public data: when the evaluation names no readers, everyone.
         self.corpus = Path(corpus)
         if self.corpus.is_dir():
             self.corpus = self.corpus / "corpus.jsonl"
-        self.readers = normalise_readers(readers)
+        self.readers = normalise_readers(readers or [PUBLIC])
 
     @classmethod
     def from_options(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import html
+import logging
 import os
 import re
 from collections.abc import Iterator
@@ -18,6 +19,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar
 
+from citewise.connectors.access import (
+    AccessDeclarationError,
+    check_body_for_stray_readers,
+    readers_from_front_matter,
+    readers_from_html,
+    tags_from_html,
+)
+from citewise.connectors.base import required_readers
 from citewise.connectors.frontmatter import FrontMatterError, split_front_matter
 from citewise.connectors.textfiles import (
     NotTextError,
@@ -27,7 +36,9 @@ from citewise.connectors.textfiles import (
     too_large,
 )
 from citewise.errors import SourceError
-from citewise.types import SourceDocument, normalise_readers
+from citewise.types import SourceDocument
+
+log = logging.getLogger("citewise.connectors.folder")
 
 MEDIA_TYPES = {
     ".md": "text/markdown",
@@ -41,9 +52,6 @@ DEFAULT_EXCLUDE = (".*", "*/.*", "node_modules/*", "*/node_modules/*", "_build/*
 
 _HTML_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
 _HTML_H1 = re.compile(r"<h1[^>]*>(.*?)</h1>", re.I | re.S)
-_HTML_META = re.compile(
-    r"<meta\s+name=[\"'](citewise-[a-z]+)[\"']\s+content=[\"']([^\"']*)[\"']", re.I
-)
 _TAG = re.compile(r"<[^>]+>")
 
 
@@ -52,7 +60,8 @@ class FolderConfig:
     path: Path
     include: list[str] = field(default_factory=lambda: ["*" + ext for ext in MEDIA_TYPES])
     exclude: list[str] = field(default_factory=list)
-    readers: list[str] = field(default_factory=lambda: ["public"])
+    # Readers of files that declare none (required: "public" is never assumed).
+    readers: list[str] = field(default_factory=list)
     url_base: str | None = None  # e.g. https://git.example.com/org/runbooks/blob/main/
     max_file_bytes: int = 5 * 1024 * 1024
 
@@ -61,12 +70,13 @@ class FolderConnector:
     source_type: ClassVar[str] = "folder"
 
     def __init__(self, config: FolderConfig) -> None:
+        config.readers = required_readers(self.source_type, config.readers)
         self.config = config
         self.root = Path(config.path).expanduser().resolve()
 
     @classmethod
     def from_options(
-        cls, options: dict, readers: list[str], *, data_dir: Path | None = None
+        cls, options: dict, readers: list[str] | None, *, data_dir: Path | None = None
     ) -> FolderConnector:
         if "path" not in options:
             raise SourceError("a folder source needs a 'path' setting")
@@ -102,8 +112,15 @@ class FolderConnector:
             for name in sorted(filenames):
                 full = Path(dirpath, name)
                 rel = full.relative_to(self.root).as_posix()
-                if full.suffix.lower() in MEDIA_TYPES and self._admitted(rel):
-                    yield rel
+                if full.suffix.lower() not in MEDIA_TYPES or not self._admitted(rel):
+                    continue
+                if full.is_symlink() and not self._inside(full):
+                    # A link out of the folder would publish whatever it points at (another
+                    # user's file, /etc/passwd) with this source's readers: never followed.
+                    log.warning("%s: %s is a symbolic link to outside the folder; not indexed",
+                                self.root, rel)
+                    continue
+                yield rel
 
     def count(self) -> int:
         """How many documents ``load()`` will yield (a listing: cheap for a folder)."""
@@ -125,6 +142,12 @@ class FolderConnector:
         if batch:
             yield batch
 
+    def _inside(self, path: Path) -> bool:
+        try:
+            return path.resolve().is_relative_to(self.root)
+        except (OSError, RuntimeError):  # a loop of links
+            return False
+
     def read(self, rel: str) -> SourceDocument:
         full = self.root / rel
         media_type = MEDIA_TYPES[full.suffix.lower()]
@@ -137,6 +160,9 @@ class FolderConnector:
             url=(self.config.url_base + rel) if self.config.url_base else None,
             readers=list(self.config.readers),
         )
+        if not self._inside(full):
+            doc.error = "is a symbolic link to outside the source folder; not indexed"
+            return doc
         try:
             stat = full.stat()
             doc.updated_at = datetime.fromtimestamp(stat.st_mtime, UTC)
@@ -154,32 +180,34 @@ class FolderConnector:
             return doc
         try:
             self._apply_metadata(doc, text)
-        except (FrontMatterError, ValueError) as e:
+        except (FrontMatterError, AccessDeclarationError) as e:
             doc.error = str(e)
         return doc
 
     def _apply_metadata(self, doc: SourceDocument, text: str) -> None:
         meta: dict = {}
         if doc.media_type == "text/html":
-            found = {k.lower(): v for k, v in _HTML_META.findall(text)}
-            if "citewise-readers" in found:
-                meta["readers"] = found["citewise-readers"]
-            if "citewise-tags" in found:
-                meta["tags"] = found["citewise-tags"]
+            readers = readers_from_html(text)
+            tags = tags_from_html(text)
+            if tags is not None:
+                meta["tags"] = tags
             m = _HTML_TITLE.search(text) or _HTML_H1.search(text)
             if m:
                 doc.title = html.unescape(_TAG.sub("", m.group(1))).strip() or doc.title
             doc.body = text
         else:
             meta, body, offset = split_front_matter(text)
+            readers = readers_from_front_matter(meta)
+            if readers is None:
+                check_body_for_stray_readers(body)
             doc.body = body
             doc.body_line_offset = offset
             if doc.media_type == "text/markdown" and not meta.get("title"):
                 doc.title = markdown_title(body) or doc.title
         if meta.get("title"):
             doc.title = str(meta["title"]).strip()
-        if "readers" in meta:
-            doc.readers = normalise_readers(meta["readers"])
+        if readers is not None:
+            doc.readers = readers
         doc.tags = parse_tags(meta.get("tags") or [])
         doc.metadata = {k: v for k, v in meta.items() if k not in ("title", "readers", "tags")}
 

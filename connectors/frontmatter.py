@@ -6,7 +6,11 @@ import re
 
 import yaml
 
-_FENCE = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
+# Blank lines before the opening fence are tolerated: an editor's stray newline must not turn the
+# front matter (and the readers it declares) into body text.
+_FENCE = re.compile(
+    r"\A(?:[ \t]*\r?\n)*---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S
+)
 
 
 class FrontMatterError(ValueError):

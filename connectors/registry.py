@@ -21,7 +21,8 @@ CONNECTOR_TYPES = {
 
 def build_connector(source: SourceConfig, *, data_dir: Path | None = None):
     """The source's connector. ``data_dir`` is where a connector may keep working files
-    (a git clone); connectors that keep none ignore it."""
+    (a git clone); connectors that keep none ignore it. ``source.readers`` may be None: a
+    connector that needs default readers (folder, git) refuses to start without them."""
     try:
         cls = CONNECTOR_TYPES[source.type]
     except KeyError:

@@ -29,6 +29,13 @@ class ConfigError(CitewiseError):
     code = "config_error"
 
 
+class BadRequestError(CitewiseError):
+    """The request itself is malformed in a way no schema describes (a repeated header)."""
+
+    status_code = 400
+    code = "bad_request"
+
+
 class NotFoundError(CitewiseError):
     status_code = 404
     code = "not_found"
@@ -75,6 +82,13 @@ class DocumentError(CitewiseError):
 
     status_code = 422
     code = "document_error"
+
+
+class StoredCopyMissingError(CitewiseError):
+    """The catalog lists a document whose stored bytes are gone from the blob store."""
+
+    status_code = 500
+    code = "stored_copy_missing"
 
 
 class BackendError(CitewiseError):

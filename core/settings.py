@@ -19,12 +19,18 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic import AliasChoices, BaseModel, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from citewise.errors import ConfigError, NotFoundError
+from citewise.types import normalise_readers
 
 SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
@@ -32,11 +38,16 @@ SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 class SourceConfig(BaseModel):
     """One source: a name, a connector type and that connector's own settings."""
 
-    model_config = {"extra": "allow"}
+    model_config = {"extra": "allow", "populate_by_name": True}
 
     name: str
     type: str
-    readers: list[str] = Field(default_factory=lambda: ["public"])
+    # Who may read the source's documents when a document does not say so itself (front matter,
+    # an HTML meta, Confluence restrictions). None: the settings' ``default_readers``; a folder
+    # or git source with neither is refused, since "public" must always be said explicitly.
+    readers: list[str] | None = Field(
+        default=None, validation_alias=AliasChoices("readers", "default_readers")
+    )
 
     @field_validator("name")
     @classmethod
@@ -47,6 +58,11 @@ class SourceConfig(BaseModel):
                 "(at most 63 characters), e.g. 'runbooks' or 'eng-wiki'"
             )
         return v
+
+    @field_validator("readers")
+    @classmethod
+    def _valid_readers(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else normalise_readers(v)
 
     def options(self) -> dict[str, Any]:
         """The connector-specific settings (everything but name, type and readers)."""
@@ -142,6 +158,39 @@ class Settings(BaseSettings):
         description="Comma-separated bearer keys; when set, /v1 requires one and trusts the "
         "X-Citewise-User / X-Citewise-Groups headers only from key holders.",
     )
+
+    default_readers: Annotated[list[str] | None, NoDecode] = Field(
+        default=None,
+        description="Readers of documents that name none, for sources that name none either "
+        "(comma-separated: group:eng,user:dana); unset = such sources are refused.",
+    )
+    ingest_allowed_paths: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list,
+        description="Folders under which POST /v1/ingest/jobs may ingest a path "
+        "(comma-separated); unset = no path ingest over HTTP.",
+    )
+    trusted_proxies: str | None = Field(
+        default=None,
+        description="Addresses of reverse proxies whose X-Forwarded-For is believed "
+        "(comma-separated, or *); unset = the client address is the socket's.",
+    )
+    max_request_bytes: int = Field(
+        default=1_048_576, ge=1024, description="Largest request body accepted (bytes)."
+    )
+
+    @field_validator("default_readers", mode="before")
+    @classmethod
+    def _split_readers(cls, v):
+        if isinstance(v, str):
+            v = [r for r in v.split(",") if r.strip()]
+        return None if v is None else normalise_readers(v)
+
+    @field_validator("ingest_allowed_paths", mode="before")
+    @classmethod
+    def _split_paths(cls, v):
+        if isinstance(v, str):
+            v = [p for p in v.split(",") if p.strip()]
+        return [Path(p).expanduser().resolve() for p in v or []]
 
     # Set from the config file, not from the environment.
     sources: list[SourceConfig] = Field(default_factory=list, exclude=True)
@@ -244,6 +293,9 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
     try:
         settings = Settings(**{**file_values, **overrides})
         settings.sources = [SourceConfig(**s) for s in sources]
+        for source in settings.sources:
+            if source.readers is None:
+                source.readers = settings.default_readers
     except ValidationError as e:
         raise ConfigError(f"invalid settings: {_describe(e)}") from e
     names = [s.name for s in settings.sources]

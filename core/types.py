@@ -21,15 +21,14 @@ parsed as prose."""
 def normalise_readers(readers: Iterable[str] | str | None) -> list[str]:
     """Readers are principals: ``public``, ``user:<id>`` or ``group:<name>``.
 
-    A bare name is taken as a user (``alice`` -> ``user:alice``); an empty list means public,
-    since a document nobody may read is better expressed by not ingesting it.
+    A bare name is taken as a user (``alice`` -> ``user:alice``). Nothing at all (None, an empty
+    list, blank strings) is a ``ValueError``, never "public": everyone must always be said
+    explicitly, so that a missing or emptied declaration cannot open a document to everyone.
     """
-    if readers is None:
-        return [PUBLIC]
     if isinstance(readers, str):
         readers = [r for r in readers.replace(",", " ").split() if r]
     out: list[str] = []
-    for raw in readers:
+    for raw in readers or []:
         r = str(raw).strip()
         if not r:
             continue
@@ -39,17 +38,25 @@ def normalise_readers(readers: Iterable[str] | str | None) -> list[str]:
         elif ":" in r:
             kind, _, name = r.partition(":")
             kind = kind.strip().lower()
+            name = name.strip()
             if kind not in ("user", "group"):
                 raise ValueError(
                     f"reader {raw!r} has an unknown kind {kind!r}: use 'public', "
                     "'user:<id>' or 'group:<name>'"
                 )
-            r = f"{kind}:{name.strip()}"
+            if not name:
+                raise ValueError(f"reader {raw!r} names no {kind}")
+            r = f"{kind}:{name}"
         else:
             r = f"user:{r}"
         if r not in out:
             out.append(r)
-    return out or [PUBLIC]
+    if not out:
+        raise ValueError(
+            "no readers given: name who may read it (group:<name>, user:<id>), or 'public' "
+            "for everyone"
+        )
+    return out
 
 
 @dataclass(frozen=True)

@@ -116,3 +116,10 @@ def clean_env(**extra: str) -> dict[str, str]:
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.update(extra)
     return env
+
+
+def folder_source(path: Path, name: str = "kb", readers=("public",)):
+    """A folder source over ``path``; its files are public unless their front matter says."""
+    from citewise.settings import SourceConfig
+
+    return SourceConfig(name=name, type="folder", path=str(path), readers=list(readers))

@@ -27,6 +27,10 @@ from citewise.errors import CitewiseError
           citewise ingest ./docs --name eng-docs     choose the source name
           citewise ingest --source wiki              a source declared in citewise.toml
           citewise ingest --all                      every declared source (nightly cron)
+          citewise ingest ./runbooks --readers group:sre,group:eng
+
+        A folder given as PATH is readable by --readers (default: public, or the
+        settings' default_readers), except for files whose front matter names readers.
 
         Runs are incremental: unchanged documents are not parsed or embedded again, changed
         ones are replaced atomically, deleted ones are removed. One bad file never stops a
@@ -42,28 +46,40 @@ from citewise.errors import CitewiseError
 @click.option("--name", help="Source name for PATH (default: the folder's name).")
 @click.option("--source", "source", help="Ingest a source declared in the config file.")
 @click.option("--all", "all_sources", is_flag=True, help="Ingest every declared source.")
+@click.option("--readers", help="Who may read the documents of PATH that name no readers "
+                                "themselves: comma-separated group:<name>, user:<id> or public "
+                                "[default: CITEWISE_DEFAULT_READERS, else public].")
 @click.option("--force", is_flag=True,
               help="Re-process unchanged documents, and allow a run to delete more than half "
                    "of a source (refused otherwise, in case the source is only unreadable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run reports as JSON.")
 @click.pass_obj
-def ingest(obj: Context, path, name, source, all_sources, force, as_json) -> None:
+def ingest(obj: Context, path, name, source, all_sources, readers, force, as_json) -> None:
     """Index a folder, a declared source, or all declared sources."""
-    from citewise.api.composition import resolve_sources
+    from citewise.ingest.sources import resolve_sources
 
     if sum(bool(x) for x in (path, source, all_sources)) != 1:
         raise click.UsageError(
             "say what to ingest: a folder PATH, --source NAME or --all (exactly one)"
         )
-    if name and not path:
-        raise click.UsageError("--name names the source of a folder PATH; pass PATH too")
+    if (name or readers) and not path:
+        raise click.UsageError("--name and --readers are for a folder PATH; pass PATH too")
+    if path:
+        # The operator on their own machine: public unless they or the settings say otherwise,
+        # and it is said out loud.
+        chosen = [r for r in (readers or "").split(",") if r.strip()] or \
+            obj.settings.default_readers or ["public"]
+        readers = chosen
+        click.echo(f"readers of {path} (unless a file names its own): {', '.join(chosen)}",
+                   err=True)
     with obj.services() as (services, remote):
         if remote is not None:
-            reports = _ingest_remote(remote, path, name, source, all_sources, force, as_json)
+            reports = _ingest_remote(remote, path, name, source, all_sources, readers, force,
+                                     as_json)
         else:
             sources = resolve_sources(
                 obj.settings, services.catalog, path=path, name=name, source=source,
-                all_sources=all_sources,
+                all_sources=all_sources, readers=readers,
             )
             reports = _ingest_local(services, sources, force)
     if as_json:
@@ -100,10 +116,12 @@ def _ingest_local(services, sources, force) -> list[dict]:
     return reports
 
 
-def _ingest_remote(remote, path, name, source, all_sources, force, as_json) -> list[dict]:
+def _ingest_remote(remote, path, name, source, all_sources, readers, force,
+                   as_json) -> list[dict]:
     click.echo(f"the server at {remote.url} holds the index; handing the run to it", err=True)
     payload = {"path": str(Path(path).resolve()) if path else None, "name": name,
-               "source": source, "all": all_sources, "force": force}
+               "source": source, "all": all_sources, "force": force,
+               "readers": readers if path else None}
     last = [None]
 
     def on_update(job: dict) -> None:

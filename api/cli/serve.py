@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import signal
 import sys
 import textwrap
@@ -40,7 +41,7 @@ def serve(obj: Context, host: str | None, port: int | None) -> None:
 
     import uvicorn
 
-    from citewise.api.app import create_app
+    from citewise.api.app import create_app, uvicorn_options
     from citewise.api.composition import build_services
     from citewise.api.remote import remove_server_file, write_server_file
 
@@ -56,8 +57,9 @@ def serve(obj: Context, host: str | None, port: int | None) -> None:
     except CitewiseError as e:
         fail(e)
     services.dense.warm_up()
-    app = create_app(settings, services)
-    write_server_file(settings, host, port)
+    operator_token = secrets.token_urlsafe(32)
+    app = create_app(settings, services, operator_token=operator_token)
+    write_server_file(settings, host, port, operator_token)
     log.info("citewise %s serving on http://%s:%d (docs at /docs), data in %s", __version__,
              host, port, settings.data_dir)
     # uvicorn handles SIGTERM by shutting down, restoring the previous handler and re-sending
@@ -66,7 +68,7 @@ def serve(obj: Context, host: str | None, port: int | None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         uvicorn.run(app, host=host, port=port, log_level=settings.log_level.lower(),
-                    log_config=None)
+                    log_config=None, **uvicorn_options(settings))
     finally:
         remove_server_file(settings)
         services.close()

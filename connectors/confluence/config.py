@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field, fields
 from urllib.parse import urlsplit
 
+from citewise.connectors.base import required_readers
 from citewise.connectors.confluence.attachments import SUPPORTED_TYPES
 from citewise.errors import SourceError
 
@@ -49,7 +50,8 @@ class ConfluenceConfig:
     attachment_types: list[str] = field(default_factory=lambda: list(SUPPORTED_TYPES))
     max_attachment_bytes: int = 20 * 1024 * 1024
 
-    readers: list[str] = field(default_factory=lambda: ["public"])  # the source's readers
+    # The source's readers: only read with use_space_permissions = false (then required).
+    readers: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.base_url = self.base_url.rstrip("/")
@@ -123,7 +125,7 @@ class ConfluenceConfig:
         return {f.name for f in fields(cls)} - {"readers"}
 
     @classmethod
-    def from_options(cls, options: dict, readers: list[str]) -> ConfluenceConfig:
+    def from_options(cls, options: dict, readers: list[str] | None) -> ConfluenceConfig:
         if not options.get("base_url"):
             raise SourceError("a confluence source needs a 'base_url' setting",
                               hint="e.g. base_url = \"https://acme.atlassian.net\"")
@@ -134,4 +136,8 @@ class ConfluenceConfig:
                 f"unknown setting(s) for a confluence source: {sorted(unknown)}",
                 hint=f"a confluence source accepts {sorted(known)}",
             )
-        return cls(readers=list(readers), **options)
+        config = cls(readers=list(readers or []), **options)
+        if not config.use_space_permissions:
+            # Without space permissions the source's readers stand in: they must be said.
+            config.readers = required_readers("confluence", config.readers)
+        return config

@@ -30,7 +30,7 @@ class GitConfig:
     include: list[str] = field(default_factory=lambda: ["*"])
     exclude: list[str] = field(default_factory=list)
     default_excludes: bool = True
-    readers: list[str] = field(default_factory=lambda: ["public"])
+    readers: list[str] = field(default_factory=list)  # required: never assumed public
     url_template: str | None = None  # https://host/org/repo/blob/{commit}/{path}#L{start}-L{end}
     link_style: str | None = None  # github | gitlab | bitbucket, with web_url
     web_url: str | None = None  # https://github.com/org/repo
@@ -58,7 +58,7 @@ class GitConfig:
             raise ConfigError(f"git ref {self.ref!r} is not a branch, tag or commit")
 
     @classmethod
-    def from_options(cls, options: dict, readers: list[str]) -> GitConfig:
+    def from_options(cls, options: dict, readers: list[str] | None) -> GitConfig:
         known = set(cls.__dataclass_fields__) - {"readers"}
         unknown = set(options) - known
         if unknown:
@@ -69,7 +69,7 @@ class GitConfig:
         opts = dict(options)
         if opts.get("path"):
             opts["path"] = Path(opts["path"]).expanduser()
-        return cls(readers=list(readers), **opts)
+        return cls(readers=list(readers or []), **opts)
 
 
 def password_in_url(url: str) -> bool:

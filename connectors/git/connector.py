@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import ClassVar
 from urllib.parse import quote
 
-from citewise.connectors.base import SyncBatch, SyncRequest
+from citewise.connectors.base import SyncBatch, SyncRequest, required_readers
 from citewise.connectors.frontmatter import FrontMatterError, split_front_matter
 from citewise.connectors.git.config import GitConfig, link_template, repository_name
 from citewise.connectors.git.files import SUBMODULE_MODE, admitted, classify, shebang_language
@@ -56,13 +56,14 @@ class GitConnector:
 
     def __init__(self, config: GitConfig, *, data_dir: Path | None = None) -> None:
         config.check()
+        config.readers = required_readers(self.source_type, config.readers)
         self.config = config
         self.repository = config.repository or repository_name(config)
         self._template = link_template(config, self.repository)
         self.repo = Repository(config, Path(data_dir or "data"))
 
     @classmethod
-    def from_options(cls, options: dict, readers: list[str], *,
+    def from_options(cls, options: dict, readers: list[str] | None, *,
                      data_dir: Path | None = None) -> GitConnector:
         return cls(GitConfig.from_options(options, readers), data_dir=data_dir)
 

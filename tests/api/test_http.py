@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from citewise.api.app import create_app
 from citewise.api.composition import Services, build_services
 from citewise.ingest.jobs import run_source
-from citewise.settings import Settings, SourceConfig
+from citewise.settings import Settings
 from tests.kb import (
     ALL_PATHS,
     ONBOARDING,
@@ -29,6 +29,7 @@ from tests.kb import (
     SECRET,
     SECRET_TITLE,
     SECRET_WORDS,
+    folder_source,
     write,
     write_kb,
 )
@@ -51,7 +52,7 @@ def services(tmp_path_factory, dense) -> Iterator[Services]:
     kb = write_kb(base / "kb")
     built = build_services(Settings(data_dir=base / "data"))
     report = run_source(
-        built.pipeline, SourceConfig(name="kb", type="folder", path=str(kb)), trigger="test"
+        built.pipeline, folder_source(kb), trigger="test"
     )
     assert report.status == "succeeded", report.summary()
     assert report.counts.added == len(ALL_PATHS)
@@ -73,6 +74,11 @@ def secret_id(client) -> str:
     ).json()["results"]
     assert hits and hits[0]["path"] == SECRET
     return hits[0]["document_id"]
+
+
+def as_operator(client: TestClient) -> dict:
+    """The header the operator's own CLI sends (its token comes from server.json)."""
+    return {"X-Citewise-Operator": client.app.state.operator_token}
 
 
 def search(client: TestClient, query: str, headers: dict | None = None, **body) -> list[dict]:
@@ -415,7 +421,8 @@ def test_openapi_describes_the_api(client):
 
 
 def test_api_keys_are_required_when_configured(make_services, tmp_path):
-    services = make_services(api_keys="k1, k2")
+    services = make_services(api_keys="k1, k2", ingest_allowed_paths=str(tmp_path),
+                             default_readers="group:eng")
     write(tmp_path / "docs", "guide.md", "# Guide\n\nDeploys go out on Tuesdays.\n")
     with TestClient(create_app(services=services), client=LOOPBACK) as c:
         for call in (lambda h: c.post("/v1/search", json={"query": "deploys"}, headers=h),
@@ -441,6 +448,9 @@ def test_api_keys_are_required_when_configured(make_services, tmp_path):
         job = wait_for_job(remote, resp.json()["id"], headers={"Authorization": "Bearer k1"})
         assert job["status"] == "done", job
         assert job["reports"][0]["added"] == 1
+    # A folder handed in by path gets the server's default readers, never public.
+    (doc,) = services.catalog.documents_of_source("docs").values()
+    assert doc.readers == ["group:eng"]
 
 
 # Ingest over HTTP --------------------------------------------------------------------------
@@ -460,7 +470,8 @@ def test_ingest_job_over_http(make_services, tmp_path):
     write(folder, "dns.txt", "Internal DNS\n\nThe resolvers live at 10.0.0.2 and 10.0.0.3.\n")
     services = make_services()
     with TestClient(create_app(services=services), client=LOOPBACK) as c:
-        resp = c.post("/v1/ingest/jobs", json={"path": str(folder)})
+        resp = c.post("/v1/ingest/jobs", json={"path": str(folder), "readers": ["public"]},
+                      headers=as_operator(c))
         assert resp.status_code == 202, resp.text
         started = resp.json()
         assert re.fullmatch(r"[0-9a-f]{12}", started["id"])
@@ -487,7 +498,9 @@ def test_ingest_job_over_http(make_services, tmp_path):
         assert_problem(c.get("/v1/ingest/jobs/nosuchjob"), 404)
 
         # Again: nothing changed, nothing embedded.
-        again = wait_for_job(c, c.post("/v1/ingest/jobs", json={"path": str(folder)}).json()["id"])
+        body = {"path": str(folder), "readers": ["public"]}
+        resp = c.post("/v1/ingest/jobs", json=body, headers=as_operator(c))
+        again = wait_for_job(c, resp.json()["id"])
         assert again["reports"][0]["unchanged"] == 2
         assert again["reports"][0]["chunks_embedded"] == 0
 
@@ -535,7 +548,8 @@ def test_second_ingest_while_one_runs_is_409(make_services, tmp_path):
     os.mkfifo(fifo)
     services = make_services()
     with TestClient(create_app(services=services), client=LOOPBACK) as c:
-        first = c.post("/v1/ingest/jobs", json={"path": str(folder)})
+        first = c.post("/v1/ingest/jobs", json={"path": str(folder), "readers": ["public"]},
+                      headers=as_operator(c))
         assert first.status_code == 202, first.text
         job_id = first.json()["id"]
         fd = _open_fifo_writer(fifo)
@@ -545,14 +559,16 @@ def test_second_ingest_while_one_runs_is_409(make_services, tmp_path):
             assert running["status"] == "running", running
             assert running["current"] == "slow"
 
-            second = c.post("/v1/ingest/jobs", json={"path": str(folder)})
+            second = c.post("/v1/ingest/jobs", json={"path": str(folder), "readers": ["public"]},
+                      headers=as_operator(c))
             problem = assert_problem(second, 409)
             assert problem["type"] == "urn:citewise:error:conflict"
             assert job_id in problem["detail"]
             assert problem["hint"]
             other = tmp_path / "other"
             write(other, "c.md", "# Gamma\n")
-            assert_problem(c.post("/v1/ingest/jobs", json={"path": str(other)}), 409)
+            body = {"path": str(other), "readers": ["public"]}
+            assert_problem(c.post("/v1/ingest/jobs", json=body, headers=as_operator(c)), 409)
 
             os.write(fd, b"# Beta\n\nThe beta service pages the platform team.\n")
         finally:
@@ -562,7 +578,8 @@ def test_second_ingest_while_one_runs_is_409(make_services, tmp_path):
         assert job["status"] == "done", job
         assert job["reports"][0]["added"] == 2
         # Once it finished, a new job is accepted.
-        after = c.post("/v1/ingest/jobs", json={"path": str(other)})
+        after = c.post("/v1/ingest/jobs", json={"path": str(other), "readers": ["public"]},
+                      headers=as_operator(c))
         assert after.status_code == 202, after.text
         assert wait_for_job(c, after.json()["id"])["status"] == "done"
 

@@ -133,7 +133,7 @@ def demo_server(demo_kb):
                 break
         except httpx.HTTPError:
             time.sleep(0.1)
-    write_server_file(services.settings, "127.0.0.1", port)
+    write_server_file(services.settings, "127.0.0.1", port, app.state.operator_token)
     yield services.settings, port
     remove_server_file(services.settings)
     server.should_exit = True

@@ -6,6 +6,7 @@ import pytest
 
 from citewise.errors import BackendError
 from citewise.index.blobs import LocalBlobStore, S3BlobStore, blob_key
+from tests.kb import folder_source
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -58,17 +59,16 @@ def test_s3_missing_bucket_is_a_clear_error(s3_server):
 
 def test_pipeline_stores_raw_bytes_in_s3(make_services, kb, s3_server, s3_bucket):
     from citewise.ingest.jobs import run_source
-    from citewise.settings import SourceConfig
 
     services = make_services(blob_store="s3", s3_bucket=s3_bucket, s3_endpoint_url=s3_server,
                              s3_region="us-east-1", s3_access_key_id="k",
                              s3_secret_access_key="s")
-    report = run_source(services.pipeline, SourceConfig(name="kb", type="folder", path=str(kb)),
+    report = run_source(services.pipeline, folder_source(kb),
                         trigger="test")
     assert report.status == "succeeded"
     doc = services.catalog.documents_of_source("kb")["wiki/onboarding.html"]
     assert services.blobs.get(doc.blob_key) == (kb / "wiki/onboarding.html").read_bytes()
     (kb / "wiki/onboarding.html").unlink()
-    run_source(services.pipeline, SourceConfig(name="kb", type="folder", path=str(kb)),
+    run_source(services.pipeline, folder_source(kb),
                trigger="test")
     assert not services.blobs.exists(doc.blob_key)

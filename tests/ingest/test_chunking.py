@@ -8,7 +8,7 @@ from tests.kb import write
 
 
 def chunks_for(kb, rel, dense, max_tokens=200):
-    doc = FolderConnector(FolderConfig(path=kb)).read(rel)
+    doc = FolderConnector(FolderConfig(path=kb, readers=["public"])).read(rel)
     return SectionChunker(dense.count_tokens, max_tokens).chunk("d", doc)
 
 
@@ -73,7 +73,7 @@ def test_commands_under_list_items_stay_code(tmp_path, dense):
         """)
     from citewise.connectors.folder import FolderConfig, FolderConnector
 
-    doc = FolderConnector(FolderConfig(path=tmp_path)).read("steps.md")
+    doc = FolderConnector(FolderConfig(path=tmp_path, readers=["public"])).read("steps.md")
     elements = parse(doc)
     code = [e.text for e in elements if e.kind == "CodeSnippet"]
     assert code == ["redis-cli -p 26379 sentinel get-master-addr-by-name cache-main",

@@ -196,7 +196,7 @@ class CrashingConnector(FolderConnector):
 
 def test_crash_mid_run_then_resume(make_services, kb):
     services = make_services()
-    connector = CrashingConnector(FolderConfig(path=kb))
+    connector = CrashingConnector(FolderConfig(path=kb, readers=["public"]))
     with pytest.raises(KeyboardInterrupt):
         services.pipeline.run("kb", "folder", connector, config={"path": str(kb)})
     runs = services.catalog.list_runs("kb")

@@ -241,7 +241,8 @@ def test_secrets_are_redacted_before_anything_is_stored(make_services, tmp_path)
     from citewise.settings import SourceConfig
 
     report = run_source(services.pipeline, SourceConfig(name="notes", type="folder",
-                                                         path=str(folder)), trigger="test")
+                                                         path=str(folder), readers=["public"]),
+                        trigger="test")
     assert report.status == "succeeded", report.summary()
     record = services.catalog.documents_of_source("notes")["aws.md"]
     assert record.metadata["redactions"] == [{"kind": "aws-access-key-id", "line": 3}]

@@ -35,7 +35,7 @@ def world(tmp_path_factory, dense):
     corpus = root / "openshift-runbooks"
     shutil.copytree(CORPUS, corpus)
     services = build_services(Settings(data_dir=root / "data"))
-    source = SourceConfig(name="openshift", type="folder", path=str(corpus))
+    source = SourceConfig(name="openshift", type="folder", path=str(corpus), readers=["public"])
     first = run_source(services.pipeline, source, trigger="test")
     yield services, source, corpus, first
     services.close()

@@ -12,8 +12,8 @@ import pytest
 from citewise.ingest.jobs import run_source
 from citewise.retrieval.answer import AnswerService
 from citewise.retrieval.llm import LLMClient
-from citewise.settings import SourceConfig
 from citewise.types import Identity
+from tests.kb import folder_source
 
 ANON = Identity.anonymous()
 
@@ -21,7 +21,7 @@ ANON = Identity.anonymous()
 @pytest.fixture
 def services(make_services, kb):
     s = make_services()
-    run_source(s.pipeline, SourceConfig(name="kb", type="folder", path=str(kb)), trigger="t")
+    run_source(s.pipeline, folder_source(kb), trigger="t")
     return s
 
 

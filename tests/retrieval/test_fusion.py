@@ -7,8 +7,8 @@ import pytest
 from citewise.index.vector_index import VectorHit
 from citewise.ingest.jobs import run_source
 from citewise.retrieval.fusion import FusionConfig, fuse
-from citewise.settings import SourceConfig
 from citewise.types import Identity
+from tests.kb import folder_source
 
 
 def hits(*pairs: tuple[str, float]) -> list[VectorHit]:
@@ -53,7 +53,7 @@ def test_bad_fusion_settings_are_refused():
 
 @pytest.mark.parametrize("fusion", ["convex", "rrf"])
 def test_both_backends_rank_identically(make_services, kb, tmp_path, fusion):
-    source = SourceConfig(name="kb", type="folder", path=str(kb))
+    source = folder_source(kb)
     edge = make_services(search_fusion=fusion)
     server = make_services(data_dir=tmp_path / "server",
                            qdrant_url=f"local:{tmp_path / 'qdrant-local'}", search_fusion=fusion)

@@ -11,9 +11,8 @@ import pytest
 from citewise.index.dense import packaged_model_path
 from citewise.ingest.jobs import run_source
 from citewise.retrieval.rerank import CrossEncoderReranker, HttpReranker, RerankError
-from citewise.settings import SourceConfig
 from citewise.types import Identity
-from tests.kb import SECRET_WORDS
+from tests.kb import SECRET_WORDS, folder_source
 
 
 class RerankAPI:
@@ -61,7 +60,7 @@ def api():
 
 def ingested(make_services, kb, **settings):
     s = make_services(**settings)
-    run_source(s.pipeline, SourceConfig(name="kb", type="folder", path=str(kb)), trigger="test")
+    run_source(s.pipeline, folder_source(kb), trigger="test")
     return s
 
 

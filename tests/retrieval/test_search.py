@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from citewise.ingest.jobs import run_source
-from citewise.settings import SourceConfig
 from citewise.types import Identity, SearchFilters
+from tests.kb import folder_source
 
 SECRET_TITLE = "Rotate the payment provider API keys"
 
@@ -18,7 +18,7 @@ def services(request, make_services, kb, tmp_path):
         s = make_services(qdrant_url=f"local:{tmp_path / 'qdrant-local'}")
     else:
         s = make_services()
-    report = run_source(s.pipeline, SourceConfig(name="kb", type="folder", path=str(kb)),
+    report = run_source(s.pipeline, folder_source(kb),
                         trigger="test")
     assert report.status == "succeeded"
     return s
@@ -51,11 +51,11 @@ def test_outsiders_never_get_restricted_chunks(services, mode):
 
 
 def test_user_principal_grants_access(services, kb):
-    from tests.kb import write
+    from tests.kb import folder_source, write
 
     write(kb, "private/dana.md", "---\nreaders: [dana]\n---\n# Dana's notes\n\n"
           "The quarterly capacity plan for the Kafka brokers lives in this note.\n")
-    run_source(services.pipeline, SourceConfig(name="kb", type="folder", path=str(kb)),
+    run_source(services.pipeline, folder_source(kb),
                trigger="test")
     q = "quarterly capacity plan Kafka brokers"
     assert all(h.path != "private/dana.md" for h in services.search.search(q, ANON, top_k=50))

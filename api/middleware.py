@@ -1,0 +1,125 @@
+"""ASGI middleware that must run before a route reads anything: body size and the API key.
+
+FastAPI reads and parses a request body before running a route's dependencies, so a check in a
+dependency comes too late: a 100 MB body would be read in full before its 401. These wrap the
+app at the ASGI level instead:
+
+* ``BodyLimit`` answers 413 as soon as ``Content-Length`` (or the bytes actually received)
+  exceed the limit, without reading the rest;
+* ``KeyGate`` answers 401 for a ``/v1`` request without a valid key, before the body is read,
+  when the server has keys configured.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+
+from citewise.api.problems import problem_body
+from citewise.errors import AuthError, CitewiseError, InvalidRequestError
+
+Scope = dict
+Receive = Callable[[], Awaitable[dict]]
+Send = Callable[[dict], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+PROBLEM_JSON = b"application/problem+json"
+
+
+class PayloadTooLarge(CitewiseError):
+    status_code = 413
+    code = "payload_too_large"
+
+
+async def send_problem(send: Send, error: CitewiseError, headers: list | None = None) -> None:
+    body = json.dumps(
+        problem_body(error.status_code, error.code, error.message, error.hint)
+    ).encode()
+    await send({
+        "type": "http.response.start",
+        "status": error.status_code,
+        "headers": [(b"content-type", PROBLEM_JSON), (b"content-length", str(len(body)).encode()),
+                    *(headers or [])],
+    })
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyLimit:
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def _too_large(self) -> PayloadTooLarge:
+        return PayloadTooLarge(
+            f"the request body is larger than {self.max_bytes} bytes",
+            hint="send a smaller request (a question, a query and filters fit in a few KB)",
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    await send_problem(send, InvalidRequestError(
+                        "the Content-Length header is not a number"))
+                    return
+                if declared > self.max_bytes:
+                    await send_problem(send, self._too_large())
+                    return
+        received = 0
+        started = False
+
+        async def counted_receive() -> dict:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise _BodyTooLarge()
+            return message
+
+        async def tracking_send(message: dict) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted_receive, tracking_send)
+        except _BodyTooLarge:
+            if not started:
+                await send_problem(send, self._too_large())
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+class KeyGate:
+    """Refuses ``/v1`` requests without a valid key before anything reads them."""
+
+    def __init__(self, app: ASGIApp, check: Callable[[str | None], None]) -> None:
+        # ``check(authorization header)`` raises ``AuthError`` for a missing or invalid key and
+        # returns quietly when the request may go on (no keys configured, or a valid one).
+        self.app = app
+        self.check = check
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("path", "").startswith("/v1/"):
+            values = [v for k, v in scope.get("headers", []) if k == b"authorization"]
+            if len(values) > 1:
+                await send_problem(send, InvalidRequestError(
+                    "the request carries more than one Authorization header",
+                    hint="send exactly one"))
+                return
+            header = values[0].decode("latin-1") if values else None
+            try:
+                self.check(header)
+            except AuthError as e:
+                await send_problem(send, e, [(b"www-authenticate", b"Bearer")])
+                return
+        await self.app(scope, receive, send)
