@@ -15,6 +15,7 @@ from citewise.api import problems, routes_ingest, routes_library, routes_query
 from citewise.api.auth import is_operator, key_checker, require_operator
 from citewise.api.composition import Services, build_services
 from citewise.api.middleware import BodyLimit, KeyGate
+from citewise.ingest.consistency import check
 from citewise.settings import Settings
 
 DESCRIPTION = """
@@ -90,15 +91,18 @@ def create_app(
         s: Services = request.app.state.services
         if not is_operator(request):
             return {"status": "ok"}
+        health = check(s.catalog, s.index)
         return {
-            "status": "ok",
+            "status": "ok" if health.ok else "degraded",
+            "problem": health.problem(),
             "version": __version__,
             "index": s.index_kind,
             "blob_store": s.settings.blob_store,
             "answers": "llm" if s.settings.llm_base_url else "extractive",
             "documents": s.catalog.count_documents(),
-            "chunks": s.catalog.count_chunks(),
-            "points": s.index.count(),
+            "chunks": health.catalog_chunks,
+            "points": health.points,
+            "open_swaps": health.open_swaps,
         }
 
     @app.get("/metrics", tags=["ops"], summary="Prometheus metrics (operators)",

@@ -23,6 +23,7 @@ from typing import Any
 
 import sqlite_utils
 
+from citewise.errors import BackendError, ConfigError
 from citewise.types import Chunk
 
 CHUNK_NAMESPACE = uuid.UUID("5b0c1f3e-8a0e-4d8e-9a51-3c7f0f2e9d11")
@@ -122,6 +123,25 @@ MIGRATIONS: list[str] = [
     ALTER TABLE chunks ADD COLUMN symbol TEXT;
     ALTER TABLE documents ADD COLUMN link_template TEXT;
     """,
+    # 3: the write-ahead record of document swaps (crash recovery), and each source's healthy
+    # size for the mass-deletion brake.
+    """
+    CREATE TABLE pending_writes (
+        document_id TEXT PRIMARY KEY,
+        source TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        phase TEXT NOT NULL,
+        new_version TEXT,
+        new_points INTEGER NOT NULL DEFAULT 0,
+        old_version TEXT,
+        old_points INTEGER NOT NULL DEFAULT 0,
+        blob_key TEXT,
+        old_blob_key TEXT,
+        started_at TEXT NOT NULL
+    );
+    CREATE INDEX pending_writes_source ON pending_writes(source);
+    ALTER TABLE sources ADD COLUMN healthy_documents INTEGER;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -167,6 +187,41 @@ class DocumentRecord:
 
 
 @dataclass
+class PendingWrite:
+    """A document swap in progress: what the catalog promises to finish or undo after a crash.
+
+    ``kind`` is ``write`` (a new version replaces ``old_version``, if any) or ``delete``.
+    ``phase`` is ``started`` (the catalog still shows the old state) or ``committed`` (the
+    catalog shows the new state; what is left is cleaning the index and the blob store).
+    """
+
+    document_id: str
+    source: str
+    kind: str
+    phase: str = "started"
+    new_version: str | None = None
+    new_points: int = 0
+    old_version: str | None = None
+    old_points: int = 0
+    blob_key: str | None = None
+    old_blob_key: str | None = None
+    started_at: str = ""
+
+    def stale_point_ids(self) -> list[str]:
+        """Points that must not be served while this swap is open: the new version's until the
+        catalog commits it, the old version's after."""
+        if self.kind != "write":
+            return []
+        if self.phase == "started" and self.new_version:
+            return [chunk_point_id(self.document_id, self.new_version, i)
+                    for i in range(self.new_points)]
+        if self.phase == "committed" and self.old_version and self.old_version != self.new_version:
+            return [chunk_point_id(self.document_id, self.old_version, i)
+                    for i in range(self.old_points)]
+        return []
+
+
+@dataclass
 class RunCounts:
     seen: int = 0
     added: int = 0
@@ -185,7 +240,15 @@ class Catalog:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        self.migrate()
+        try:
+            self.migrate()
+        except sqlite3.DatabaseError as e:
+            self.close()
+            raise BackendError(
+                f"the catalog {self.path} cannot be read: {e}",
+                hint="restore it from a backup (citewise backup), or move it aside and run "
+                     "`citewise ingest --all --force` to rebuild it from the sources",
+            ) from e
 
     # Connections ---------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
@@ -226,8 +289,6 @@ class Catalog:
         conn = self._conn()
         current = self.schema_version()
         if current > SCHEMA_VERSION:
-            from citewise.errors import ConfigError
-
             raise ConfigError(
                 f"catalog {self.path} has schema version {current}, newer than this citewise "
                 f"({SCHEMA_VERSION})",
@@ -294,6 +355,15 @@ class Catalog:
         """
         return [dict(r) for r in self._conn().execute(sql, args)]
 
+    def healthy_documents(self, name: str) -> int | None:
+        row = self._conn().execute(
+            "SELECT healthy_documents FROM sources WHERE name = ?", [name]).fetchone()
+        return row[0] if row else None
+
+    def set_healthy_documents(self, name: str, count: int) -> None:
+        self._conn().execute("UPDATE sources SET healthy_documents = ? WHERE name = ?",
+                             [count, name])
+
     def set_source_state(self, name: str, state: dict) -> None:
         self.db["sources"].update(name, {"state": json.dumps(state, default=str)})
 
@@ -309,10 +379,17 @@ class Catalog:
             for row in self.db["documents"].rows_where("source = ?", [source])
         }
 
-    def count_documents(self, source: str | None = None) -> int:
-        if source is None:
+    def count_documents(self, source: str | None = None, *, with_content: bool = False) -> int:
+        """Documents (of one source); ``with_content`` leaves out those with no chunks."""
+        where, args = [], []
+        if source is not None:
+            where.append("source = ?")
+            args.append(source)
+        if with_content:
+            where.append("chunk_count > 0")
+        if not where:
             return self.db["documents"].count
-        return self.db["documents"].count_where("source = ?", [source])
+        return self.db["documents"].count_where(" AND ".join(where), args)
 
     def current_versions(self, doc_ids: Iterable[str]) -> dict[str, str]:
         ids = list(set(doc_ids))
@@ -355,6 +432,63 @@ class Catalog:
         with self.transaction():
             self._conn().execute("DELETE FROM chunks WHERE document_id = ?", [doc_id])
             self._conn().execute("DELETE FROM documents WHERE id = ?", [doc_id])
+
+    # Pending swaps (crash recovery) -------------------------------------------------------
+    def begin_pending(self, pending: PendingWrite) -> None:
+        row = asdict(pending)
+        row["started_at"] = row["started_at"] or now()
+        self.db["pending_writes"].upsert(row, pk="document_id")
+
+    def commit_write(self, pending: PendingWrite, record: DocumentRecord, chunks: list[Chunk],
+                     ids: list[str]) -> None:
+        """Make ``record`` live and mark the swap committed, in one transaction."""
+        with self.transaction():
+            self.save_document(record, chunks, ids)
+            self._conn().execute(
+                "UPDATE pending_writes SET phase = 'committed' WHERE document_id = ?",
+                [pending.document_id],
+            )
+        pending.phase = "committed"
+
+    def commit_delete(self, pending: PendingWrite) -> None:
+        """Remove the document's row and chunks and mark the swap committed, in one
+        transaction."""
+        with self.transaction():
+            self.delete_document(pending.document_id)
+            self._conn().execute(
+                "UPDATE pending_writes SET phase = 'committed' WHERE document_id = ?",
+                [pending.document_id],
+            )
+        pending.phase = "committed"
+
+    def end_pending(self, document_id: str) -> None:
+        self._conn().execute("DELETE FROM pending_writes WHERE document_id = ?", [document_id])
+
+    def pending_writes(self, source: str | None = None) -> list[PendingWrite]:
+        where, args = ("source = ?", [source]) if source else (None, [])
+        return [PendingWrite(**row) for row in self.db["pending_writes"].rows_where(where, args)]
+
+    def stale_point_ids(self) -> list[str]:
+        """Points no search may return now: those of every open swap (see ``PendingWrite``)."""
+        return [pid for p in self.pending_writes() for pid in p.stale_point_ids()]
+
+    # Consistency -----------------------------------------------------------------------------
+    def sample_chunk_ids(self, n: int) -> list[str]:
+        return [r[0] for r in self._conn().execute(
+            "SELECT id FROM chunks ORDER BY RANDOM() LIMIT ?", [n])]
+
+    def live_points(self) -> dict[str, tuple[str, set[str]]]:
+        """Every document's live version and its chunk (point) ids."""
+        out: dict[str, tuple[str, set[str]]] = {}
+        for doc_id, version in self._conn().execute("SELECT id, version FROM documents"):
+            out[doc_id] = (version, set())
+        for chunk_id, doc_id in self._conn().execute("SELECT id, document_id FROM chunks"):
+            if doc_id in out:
+                out[doc_id][1].add(chunk_id)
+        return out
+
+    def all_blob_keys(self) -> set[str]:
+        return {r[0] for r in self._conn().execute("SELECT DISTINCT blob_key FROM documents")}
 
     def blob_in_use(self, blob_key: str) -> bool:
         return self.db["documents"].count_where("blob_key = ?", [blob_key]) > 0

@@ -36,6 +36,7 @@ LOCK_FILE = "citewise.lock"
 _SHARD_MARKER = "edge_config.json"
 _UPSERT_BATCH = 512
 _SCROLL_PAGE = 100
+_SCAN_PAGE = 1000
 # Brute force is a few ms up to ~100k points and never misses; HNSW on the edge needed a large
 # ``hnsw_ef`` before its recall was acceptable (see shared/notes/offline-stack.md).
 _EXACT = qe.SearchParams(exact=True)
@@ -78,7 +79,9 @@ class EdgeVectorIndex:
                 # Passing the config makes the engine check it against the stored segments.
                 return qe.EdgeShard.load(path, self._config())
             return qe.EdgeShard.create(path, self._config())
-        except Exception as exc:  # the engine raises bare Exception for everything
+        except BaseException as exc:  # the engine raises bare Exception, or panics
+            if not _engine_failure(exc):
+                raise
             if "incompatible" in str(exc).lower():
                 raise ConfigError(
                     f"The embedded index at {self._path} does not match the configured "
@@ -86,7 +89,10 @@ class EdgeVectorIndex:
                     hint="use the embedding model the index was built with, "
                     "or rebuild the index into a new folder",
                 ) from exc
-            raise BackendError(f"Could not open the embedded index at {self._path}: {exc}") from exc
+            raise BackendError(
+                f"Could not open the embedded index at {self._path}: {_describe(exc)}",
+                hint=DAMAGED_HINT,
+            ) from exc
 
     def _ensure_payload_indexes(self) -> None:
         with self._engine("create payload indexes") as shard:
@@ -110,9 +116,11 @@ class EdgeVectorIndex:
                         shard.flush()
                     finally:
                         shard.close()
-            except Exception as exc:
+            except BaseException as exc:
+                if not _engine_failure(exc):
+                    raise
                 raise BackendError(
-                    f"Could not close the embedded index at {self._path}: {exc}"
+                    f"Could not close the embedded index at {self._path}: {_describe(exc)}"
                 ) from exc
             finally:
                 self._release_folder_lock()
@@ -131,9 +139,12 @@ class EdgeVectorIndex:
                 yield self._shard
             except CitewiseError:
                 raise
-            except Exception as exc:
+            except BaseException as exc:
+                if not _engine_failure(exc):
+                    raise
                 raise BackendError(
-                    f"The embedded index at {self._path} failed to {action}: {exc}"
+                    f"The embedded index at {self._path} failed to {action}: {_describe(exc)}",
+                    hint=DAMAGED_HINT if _is_panic(exc) else None,
                 ) from exc
 
     def optimize(self) -> None:
@@ -159,6 +170,22 @@ class EdgeVectorIndex:
         doc_filter = qe.Filter(must=[_match_value("document_id", document_id)], must_not=must_not)
         with self._engine("delete points") as shard:
             shard.update(qe.UpdateOperation.delete_points_by_filter(doc_filter))
+            shard.flush()
+
+    def delete_version(self, document_id: str, version: str) -> None:
+        flt = qe.Filter(must=[_match_value("document_id", document_id),
+                              _match_value("version", version)])
+        with self._engine("delete points") as shard:
+            shard.update(qe.UpdateOperation.delete_points_by_filter(flt))
+            shard.flush()
+
+    def delete_points(self, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        with self._engine("delete points") as shard:
+            for start in range(0, len(ids), _UPSERT_BATCH):
+                part = list(ids[start:start + _UPSERT_BATCH])
+                shard.update(qe.UpdateOperation.delete_points(part))
             shard.flush()
 
     def set_payload(self, document_id: str, payload: dict) -> None:
@@ -217,6 +244,52 @@ class EdgeVectorIndex:
                     return ids
 
 
+    def missing(self, ids: Sequence[str]) -> set[str]:
+        wanted = [str(i) for i in ids]
+        found: set[str] = set()
+        with self._engine("look up points") as shard:
+            for start in range(0, len(wanted), _SCROLL_PAGE * 10):
+                part = wanted[start:start + _SCROLL_PAGE * 10]
+                records = shard.retrieve(part, with_payload=False, with_vector=False)
+                found.update(str(r.id) for r in records)
+        return set(wanted) - found
+
+    def scan(self) -> Iterator[tuple[str, str | None, str | None]]:
+        offset = None
+        while True:
+            with self._engine("scroll points") as shard:
+                records, offset = shard.scroll(qe.ScrollRequest(
+                    offset=offset, limit=_SCAN_PAGE, with_payload=["document_id", "version"],
+                    with_vector=False))
+            for r in records:
+                payload = r.payload or {}
+                yield str(r.id), payload.get("document_id"), payload.get("version")
+            if offset is None:
+                return
+
+
+DAMAGED_HINT = (
+    "the index files are damaged: restore the data folder from a backup, or move the index "
+    "folder aside and run `citewise ingest --all --force` to rebuild it (the embedding cache "
+    "makes that mostly parsing)"
+)
+
+
+def _is_panic(exc: BaseException) -> bool:
+    # pyo3 turns a Rust panic into pyo3_runtime.PanicException, a BaseException: it slips past
+    # ``except Exception`` and would end the process with a Rust backtrace.
+    return type(exc).__name__ == "PanicException"
+
+
+def _engine_failure(exc: BaseException) -> bool:
+    return isinstance(exc, Exception) or _is_panic(exc)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"the engine panicked ({text})" if _is_panic(exc) else text
+
+
 def _acquire_folder_lock(path: Path) -> IO[str]:
     lock_path = path / LOCK_FILE
     handle = open(lock_path, "a+")  # held open: closing it drops the lock
@@ -265,4 +338,5 @@ def _edge_filter(flt: IndexFilter | None) -> qe.Filter | None:
         _match_any(key, values) if kind == "any" else _match_value(key, values[0])
         for key, kind, values in flt.conditions()
     ]
-    return qe.Filter(must=must)
+    must_not = [qe.HasIdCondition(set(flt.exclude_ids))] if flt.exclude_ids else None
+    return qe.Filter(must=must or None, must_not=must_not)

@@ -168,6 +168,22 @@ class ServerVectorIndex:
                 wait=True,
             )
 
+    def delete_version(self, document_id: str, version: str) -> None:
+        flt = models.Filter(must=[_match_value("document_id", document_id),
+                                  _match_value("version", version)])
+        with self._request("delete points"):
+            self._client.delete(self._collection,
+                                points_selector=models.FilterSelector(filter=flt), wait=True)
+
+    def delete_points(self, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        with self._request("delete points"):
+            for start in range(0, len(ids), _UPSERT_BATCH):
+                part = list(ids[start:start + _UPSERT_BATCH])
+                self._client.delete(self._collection,
+                                    points_selector=models.PointIdsList(points=part), wait=True)
+
     def set_payload(self, document_id: str, payload: dict) -> None:
         doc_filter = models.Filter(must=[_match_value("document_id", document_id)])
         with self._request("set payload"):
@@ -232,6 +248,30 @@ class ServerVectorIndex:
                     return ids
 
 
+    def missing(self, ids: Sequence[str]) -> set[str]:
+        wanted = [str(i) for i in ids]
+        found: set[str] = set()
+        with self._request("look up points"):
+            for start in range(0, len(wanted), 1000):
+                records = self._client.retrieve(self._collection, wanted[start:start + 1000],
+                                                with_payload=False, with_vectors=False)
+                found.update(str(r.id) for r in records)
+        return set(wanted) - found
+
+    def scan(self) -> Iterator[tuple[str, str | None, str | None]]:
+        offset: models.ExtendedPointId | None = None
+        while True:
+            with self._request("scroll points"):
+                records, offset = self._client.scroll(
+                    self._collection, limit=1000, offset=offset,
+                    with_payload=["document_id", "version"], with_vectors=False)
+            for r in records:
+                payload = r.payload or {}
+                yield str(r.id), payload.get("document_id"), payload.get("version")
+            if offset is None:
+                return
+
+
 def _point_struct(point: ChunkPoint) -> models.PointStruct:
     sparse = models.SparseVector(indices=point.sparse.indices, values=point.sparse.values)
     return models.PointStruct(
@@ -255,4 +295,7 @@ def _server_filter(flt: IndexFilter | None) -> models.Filter | None:
         _match_any(key, values) if kind == "any" else _match_value(key, values[0])
         for key, kind, values in flt.conditions()
     ]
-    return models.Filter(must=must)
+    must_not: list[models.Condition] | None = (
+        [models.HasIdCondition(has_id=list(flt.exclude_ids))] if flt.exclude_ids else None
+    )
+    return models.Filter(must=must or None, must_not=must_not)

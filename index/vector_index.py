@@ -13,7 +13,7 @@ backends rank the same. The permission filter (``readers``) and every search fil
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -50,6 +50,9 @@ class IndexFilter:
     tags: list[str] = field(default_factory=list)
     services: list[str] = field(default_factory=list)
     document_ids: list[str] = field(default_factory=list)
+    # Points that must not come back whatever they match: those of a document swap in progress
+    # (see ``catalog.PendingWrite``), so stale versions never take a result's place.
+    exclude_ids: list[str] = field(default_factory=list)
 
     def conditions(self) -> list[tuple[str, str, list[str]]]:
         """The filter as ``(payload key, "any" | "value", values)`` triples, ANDed.
@@ -77,7 +80,8 @@ class IndexFilter:
 
     def is_empty(self) -> bool:
         return not (
-            self.readers is not None
+            self.exclude_ids
+            or self.readers is not None
             or self.sources
             or self.path_prefix
             or self.tags
@@ -116,6 +120,19 @@ class VectorIndex(Protocol):
 
     def point_ids(self, filter: IndexFilter) -> list[str]:
         """Ids of every point matching the filter (scrolls to the end)."""
+
+    def missing(self, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` have no point."""
+
+    def scan(self) -> Iterator[tuple[str, str | None, str | None]]:
+        """Every point as ``(id, document_id, version)``: for checking the index against the
+        catalog."""
+
+    def delete_points(self, ids: Sequence[str]) -> None:
+        """Delete points by id (absent ids are ignored)."""
+
+    def delete_version(self, document_id: str, version: str) -> None:
+        """Delete the points of one version of a document."""
 
     def optimize(self) -> None:
         """Compact storage after many updates and deletes (a no-op where the engine does it)."""

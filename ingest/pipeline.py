@@ -44,7 +44,7 @@ from pathlib import Path
 from citewise import metrics
 from citewise.connectors.base import LoadConnector, SyncConnector, SyncError
 from citewise.errors import CitewiseError, DocumentError, SourceError
-from citewise.index.blobs import BlobStore
+from citewise.index.blobs import BlobStore, blob_key
 from citewise.index.catalog import (
     Catalog,
     DocumentRecord,
@@ -58,9 +58,11 @@ from citewise.index.payload import ChunkPayload, DocumentPayload, path_prefixes
 from citewise.index.sparse import Bm25Encoder
 from citewise.index.vector_index import ChunkPoint, VectorIndex
 from citewise.ingest.chunking import Chunkers
+from citewise.ingest.consistency import check, reconcile
 from citewise.ingest.progress import ProgressSink, SilentProgress
 from citewise.ingest.redact import redact_document
 from citewise.ingest.state import IndexSignature, SourceState
+from citewise.ingest.swap import VersionSwap
 from citewise.types import Chunk, SourceDocument
 
 log = logging.getLogger("citewise.ingest")
@@ -103,6 +105,12 @@ class _Prepared:
     previous: DocumentRecord | None
     chunks: list[Chunk]
 
+    @property
+    def emptied(self) -> bool:
+        """A document that had content and has none now: it counts toward the deletion brake,
+        because a truncated checkout looks exactly like this."""
+        return not self.chunks and bool(self.previous and self.previous.chunk_count)
+
 
 class IngestPipeline:
     def __init__(
@@ -125,6 +133,23 @@ class IngestPipeline:
         self.work_dir = work_dir or Path("data")
         self.chunkers = Chunkers(dense.count_tokens, chunk_max_tokens)
         self.signature = IndexSignature(self.chunkers, dense.model_id, sparse.version)
+        self.swap = VersionSwap(catalog, index, blobs)
+
+    def prepare_index(self) -> tuple[int, set[str]]:
+        """Before a run: finish what a crash left open, and when the index and the catalog
+        disagree, remove stray points and return the documents whose points are missing (the
+        run indexes them again). Returns (swaps recovered, incomplete document ids)."""
+        recovered = self.swap.recover()
+        health = check(self.catalog, self.index)
+        if not recovered and health.ok:
+            return 0, set()
+        if not health.ok:
+            log.warning("index check: %s", health.problem())
+        fixed = reconcile(self.catalog, self.index)
+        if fixed.orphans_deleted or fixed.incomplete:
+            log.warning("index check: removed %d stray points; %d documents lack points and "
+                        "will be indexed again", fixed.orphans_deleted, len(fixed.incomplete))
+        return recovered, fixed.incomplete
 
     def run(
         self,
@@ -146,11 +171,17 @@ class IngestPipeline:
         progress = progress or SilentProgress()
         started = time.monotonic()
         self.catalog.ensure_source(source, source_type, config or {})
-        state = SourceState(self.catalog, source, self.signature)
         run_id = self.catalog.start_run(source, trigger)
         counts = RunCounts()
         report = RunReport(run_id, source, "running", counts, 0.0)
         metrics.INGEST_RUNNING.inc()
+        try:
+            _, incomplete = self.prepare_index()
+        except BaseException:
+            metrics.INGEST_RUNNING.dec()
+            raise
+        state = SourceState(self.catalog, source, self.signature, incomplete=incomplete)
+        held: list[_Prepared] = []  # emptied documents, written only if the brake allows
 
         def process(batch: list[SourceDocument]) -> None:
             prepared = []
@@ -158,7 +189,7 @@ class IngestPipeline:
                 counts.seen += 1
                 item = self._prepare(source, doc, state, force, report)
                 if item is not None:
-                    prepared.append(item)
+                    (held if item.emptied else prepared).append(item)
             self._write_batch(source, prepared, counts, report, progress)
             progress.documents(len(batch))
             self.catalog.update_run(run_id, counts)
@@ -177,11 +208,13 @@ class IngestPipeline:
                     process(batch)
                 # Only a complete listing may delete: a source that failed half-way raised.
                 gone = state.gone_after_load()
-            self._check_mass_deletion(source, len(gone), len(state.existing), force)
+            self._check_mass_deletion(source, state, len(gone) + len(held), counts.added, force)
+            self._write_batch(source, held, counts, report, progress)
             for record in gone:
-                self.delete_document(record)
+                self.swap.delete(record)
                 counts.deleted += 1
                 metrics.INGEST_DOCUMENTS.labels(source, "deleted").inc()
+            self._note_healthy_size(source, state, force)
             report.status = "partial" if counts.failed or report.run_errors else "succeeded"
             if isinstance(connector, SyncConnector):
                 # Documents that failed are read again next run, whatever the source says changed.
@@ -240,20 +273,36 @@ class IngestPipeline:
                 state.save_checkpoint(batch.checkpoint)
         return state.gone_after_sync(deleted, live)
 
-    def _check_mass_deletion(self, source: str, gone: int, existing: int, force: bool) -> None:
-        """Refuse a run that would delete most of a sizeable source, unless forced.
+    def _check_mass_deletion(self, source: str, state: SourceState, losing: int, added: int,
+                             force: bool) -> None:
+        """Refuse a run that would leave a sizeable source with less than half of its healthy
+        size, unless forced.
 
-        An emptied checkout, an unmounted share or a revoked credential looks exactly like
-        "everything was deleted"; emptying the index on that evidence loses more than it saves.
+        An emptied checkout, an unmounted share, a truncated sync or a revoked credential looks
+        exactly like "everything was deleted"; emptying the index on that evidence loses more
+        than it saves. ``losing`` counts deletions and documents that became empty. The
+        comparison is with the source's healthy size (the largest it has been since the last
+        forced run), not only the last run's, so a loss spread over several runs trips it too.
         """
-        if force or existing < MASS_DELETION_MIN_DOCUMENTS:
+        existing = len(state.existing)
+        healthy = max(existing, self.catalog.healthy_documents(source) or 0)
+        if force or healthy < MASS_DELETION_MIN_DOCUMENTS or not losing:
             return
-        if gone > existing * MASS_DELETION_SHARE:
+        remaining = existing + added - losing
+        if healthy - remaining > healthy * MASS_DELETION_SHARE:
             raise SourceError(
-                f"this run would delete {gone} of the {existing} documents of {source!r}; "
-                "refusing, in case the source is only temporarily empty or unreadable",
+                f"this run would leave {remaining} of the {healthy} documents {source!r} had "
+                f"when it was last healthy ({losing} deleted or emptied now); refusing, in "
+                "case the source is only temporarily empty or unreadable",
                 hint="if the deletions are real, run again with --force",
             )
+
+    def _note_healthy_size(self, source: str, state: SourceState, force: bool) -> None:
+        """A source's healthy size grows with it, and is reset by a forced run."""
+        now_count = self.catalog.count_documents(source, with_content=True)
+        healthy = self.catalog.healthy_documents(source)
+        if force or healthy is None or now_count > healthy:
+            self.catalog.set_healthy_documents(source, now_count)
 
     def _finish(self, report: RunReport, started: float) -> None:
         report.seconds = time.monotonic() - started
@@ -298,7 +347,7 @@ class IngestPipeline:
             self._fail(source, report, doc.external_id, f"secret scan failed: {e}")
             return None
         if not force and state.unchanged(doc, previous):
-            self._refresh_unchanged(doc, previous, state.after_interruption)
+            self._refresh_unchanged(doc, previous)
             report.counts.unchanged += 1
             metrics.INGEST_DOCUMENTS.labels(source, "unchanged").inc()
             return None
@@ -314,15 +363,11 @@ class IngestPipeline:
             return None
         return _Prepared(doc, doc_id, previous, chunks)
 
-    def _refresh_unchanged(
-        self, doc: SourceDocument, previous: DocumentRecord, repair: bool
-    ) -> None:
+    def _refresh_unchanged(self, doc: SourceDocument, previous: DocumentRecord) -> None:
         if sorted(doc.readers) != sorted(previous.readers):
             # Index first: a reader removed here must lose access before the catalog says so.
             self.index.set_payload(previous.id, {"readers": doc.readers})
             self.catalog.update_document_fields(previous.id, readers=doc.readers)
-        if repair:
-            self.index.delete_document(previous.id, keep_version=previous.version)
 
     def _write_batch(
         self,
@@ -367,7 +412,6 @@ class IngestPipeline:
         doc = p.doc
         signature = self.signature(doc.media_type)
         version = hashlib.sha256(f"{doc.content_hash}|{signature}".encode()).hexdigest()[:16]
-        blob_key = self.blobs.put(doc.content)
         service = doc.metadata.get("service")
         service = str(service) if service else None
         ids = [chunk_point_id(p.doc_id, version, c.ordinal) for c in p.chunks]
@@ -385,8 +429,6 @@ class IngestPipeline:
             )
             for pid, c, text, vec in zip(ids, p.chunks, texts, vectors, strict=True)
         ]
-        for i in range(0, len(points), 256):
-            self.index.upsert(points[i : i + 256])
         record = DocumentRecord(
             id=p.doc_id,
             source=source,
@@ -397,7 +439,7 @@ class IngestPipeline:
             version=version,
             index_signature=signature,
             readers=doc.readers,
-            blob_key=blob_key,
+            blob_key=blob_key(doc.content),
             indexed_at=now(),
             path=doc.path,
             url=doc.url,
@@ -409,19 +451,5 @@ class IngestPipeline:
             updated_at=doc.updated_at.astimezone(UTC).isoformat() if doc.updated_at else None,
             link_template=doc.link_template,
         )
-        self.catalog.save_document(record, p.chunks, ids)
-        self.index.delete_document(p.doc_id, keep_version=version)
-        if p.previous and p.previous.blob_key != blob_key:
-            self._release_blob(p.previous.blob_key)
-
-    def delete_document(self, record: DocumentRecord) -> None:
-        # Points first: if we crash after this, the catalog still lists the document and the
-        # next run deletes it again; the reverse order could strand invisible points.
-        self.index.delete_document(record.id)
-        self.catalog.delete_document(record.id)
-        self._release_blob(record.blob_key)
-
-    def _release_blob(self, key: str) -> None:
-        if not self.catalog.blob_in_use(key):
-            self.blobs.delete(key)
+        self.swap.write(record, p.chunks, points, doc.content, p.previous)
 

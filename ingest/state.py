@@ -43,17 +43,18 @@ class IndexSignature:
 class SourceState:
     """One source during one run: its indexed documents, its stored sync state, what was seen."""
 
-    def __init__(self, catalog: Catalog, source: str, signature: IndexSignature) -> None:
+    def __init__(self, catalog: Catalog, source: str, signature: IndexSignature, *,
+                 incomplete: set[str] | None = None) -> None:
         self.catalog = catalog
         self.source = source
         self.signature = signature
         self.existing: dict[str, DocumentRecord] = catalog.documents_of_source(source)
         self.stored: dict = (catalog.get_source(source) or {}).get("state") or {}
         self.seen: set[str] = set()
-        last = catalog.list_runs(source, limit=1)
-        # The run before this one died (crash, kill): its half-swapped documents may have left
-        # stray points behind, which this run sweeps as it meets those documents.
-        self.after_interruption = bool(last) and last[0]["status"] in ("running", "interrupted")
+        # Documents whose points the index lacks (``consistency.reconcile``): indexed again even
+        # though their bytes did not change.
+        self.incomplete = {r.external_id for r in self.existing.values()
+                           if r.id in (incomplete or set())}
 
     # Per document ----------------------------------------------------------------------------
     def see(self, doc: SourceDocument) -> DocumentRecord | None:
@@ -68,6 +69,7 @@ class SourceState:
             previous is not None
             and previous.content_hash == doc.content_hash
             and previous.index_signature == self.signature(doc.media_type)
+            and doc.external_id not in self.incomplete
         )
 
     # Syncing connectors ----------------------------------------------------------------------
@@ -88,7 +90,8 @@ class SourceState:
             state=dict(self.stored.get("cursor") or {}),
             checkpoint=self.stored.get("checkpoint"),
             retry=list(self.stored.get("retry") or []),
-            full=force or bool(stale),
+            # A repaired index needs the incomplete documents read again as well.
+            full=force or bool(stale) or bool(self.incomplete),
         )
 
     def save_checkpoint(self, checkpoint: dict) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from citewise.errors import NotFoundError
+from citewise.errors import NotFoundError, StoredCopyMissingError
 from citewise.index.blobs import BlobStore
 from citewise.index.catalog import Catalog
 from citewise.types import Identity
@@ -91,7 +91,17 @@ class LibraryService:
         )
         if include_content:
             assert self.blobs is not None, "a library without blobs lists sources only"
-            view.content = self.blobs.get(doc.blob_key).decode("utf-8", errors="replace")
+            try:
+                data = self.blobs.get(doc.blob_key)
+            except KeyError:
+                raise StoredCopyMissingError(
+                    f"the stored copy of document {document_id!r} ({doc.source}/"
+                    f"{doc.path or doc.external_id}) is missing from the blob store",
+                    hint=f"ingest its source again with --force (citewise ingest --source "
+                         f"{doc.source} --force) to store it anew; its chunks and search are "
+                         "not affected",
+                ) from None
+            view.content = data.decode("utf-8", errors="replace")
         return view
 
     def sources(self, who: Identity | None) -> list[SourceView]:

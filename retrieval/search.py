@@ -5,9 +5,11 @@ Python (``citewise.retrieval.fusion``), so both Qdrant backends rank identically
 principals (public, user:<id>, group:<name>...) go into each query's filter, so a chunk the
 caller may not read is never a candidate at all.
 
-After the query, hits whose document version is not the catalog's live version are dropped:
-that is what makes re-ingesting a document atomic for readers (see ``ingest.pipeline``). It is
-a consistency check, not a permission check: permissions never depend on it.
+The points of a document swap in progress are excluded inside the queries, and hits whose
+document version is not the catalog's live version are dropped after them (the page is then
+filled up again): that is what makes re-ingesting a document atomic for readers (see
+``ingest/swap.py``). It is a consistency check, not a permission check: permissions never
+depend on it.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ MAX_TOP_K = 100
 
 SearchMode = Literal["hybrid", "dense", "sparse"]
 MAX_QUERY_CHARS = 2000
+# How many times a page short of live hits is asked for again, each time four times deeper.
+_REFILLS = 3
 
 
 class Passage(BaseModel):
@@ -155,18 +159,26 @@ class SearchService:
             services=list(filters.services),
             document_ids=list(filters.document_ids),
         )
-        # Ask for a few more than top_k: stale versions of a document being re-ingested
-        # right now are dropped below. A reranker gets its candidates on top.
+        # Points of a document swap in progress are excluded inside the query; a hit whose
+        # version the catalog has just replaced is dropped after it, and the page is filled up
+        # again, so such points never cost the caller a result.
+        index_filter.exclude_ids = self.catalog.stale_point_ids()
         wanted = max(top_k, self.rerank_candidates) if self.reranker else top_k
-        if mode == "hybrid":
-            hits = self._hybrid(query, index_filter, wanted + 10, fusion or self.fusion)
-        else:
-            vector = self.query_vector(query) if mode == "dense" else self.sparse.embed_query(query)
-            hits = self.index.search(vector, filter=index_filter, limit=wanted + 10)
-        # Break score ties by id so that the same query always returns the same results.
-        hits.sort(key=lambda h: (-h.score, h.id))
-        live = self.catalog.current_versions(h.payload.document_id for h in hits)
-        current = [h for h in hits if live.get(h.payload.document_id) == h.payload.version]
+        limit = wanted + 10
+        for _ in range(_REFILLS):
+            if mode == "hybrid":
+                hits = self._hybrid(query, index_filter, limit, fusion or self.fusion)
+            else:
+                vector = (self.query_vector(query) if mode == "dense"
+                          else self.sparse.embed_query(query))
+                hits = self.index.search(vector, filter=index_filter, limit=limit)
+            # Break score ties by id so that the same query always returns the same results.
+            hits.sort(key=lambda h: (-h.score, h.id))
+            live = self.catalog.current_versions(h.payload.document_id for h in hits)
+            current = [h for h in hits if live.get(h.payload.document_id) == h.payload.version]
+            if len(current) >= wanted or len(hits) < limit:
+                break
+            limit *= 4
         results = [SearchResult.from_hit(h) for h in current[:wanted]]
         if self.reranker is not None:
             results = self._rerank(query, results)[:top_k]

@@ -57,6 +57,16 @@ def serve(obj: Context, host: str | None, port: int | None) -> None:
     except CitewiseError as e:
         fail(e)
     services.dense.warm_up()
+    # Finish what a crash left half-done, and say so loudly if the index and the catalog
+    # disagree (a deleted or restored index folder): search would quietly miss documents.
+    from citewise.ingest.consistency import check
+
+    recovered = services.pipeline.swap.recover()
+    if recovered:
+        log.warning("finished %d document swaps an earlier crash left open", recovered)
+    problem = check(services.catalog, services.index).problem()
+    if problem:
+        log.error("index check: %s", problem)
     operator_token = secrets.token_urlsafe(32)
     app = create_app(settings, services, operator_token=operator_token)
     write_server_file(settings, host, port, operator_token)

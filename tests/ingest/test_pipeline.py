@@ -249,7 +249,7 @@ def test_a_run_that_would_empty_a_source_is_refused(make_services, tmp_path):
 
     refused = ingest(services, folder, name="many")
     assert refused.status == "failed"
-    assert "would delete 8 of the 12" in refused.message
+    assert "would leave 4 of the 12" in refused.message
     assert services.catalog.count_documents("many") == 12
 
     forced = ingest(services, folder, name="many", force=True)

@@ -186,7 +186,7 @@ def test_a_full_listing_prunes_and_the_mass_deletion_brake_holds(make_services):
     for i in range(4, 12):
         source.pages.pop(f"page-{i}")
     braked = run(services, source)
-    assert braked.status == "failed" and "would delete 8 of the 11" in braked.message
+    assert braked.status == "failed" and "would leave 3 of the 12" in braked.message
     assert len(services.catalog.documents_of_source("wiki")) == 11
     forced = run(services, source, force=True)  # the operator says the deletions are real
     assert forced.counts.deleted == 8
@@ -203,7 +203,7 @@ def test_the_brake_refuses_explicit_mass_deletions_without_force(make_services):
         source.remove(f"page-{i}")
     report = run(services, source)
     assert report.status == "failed"
-    assert "would delete 8 of the 12" in report.message
+    assert "would leave 4 of the 12" in report.message
     assert len(services.catalog.documents_of_source("wiki")) == 12
     # The state did not advance, so the same deletions come again once confirmed.
     assert run(services, source, force=False).status == "failed"
