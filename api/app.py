@@ -66,9 +66,9 @@ def create_app(
     app.state.services = services
     app.state.operator_token = operator_token or secrets.token_urlsafe(32)
     problems.install(app)
-    # Outermost last: the body limit runs first, then the key check, then the routes.
-    app.add_middleware(KeyGate, check=key_checker(settings.api_key_list()))
+    # The last one added runs first: the key check, then the body limit, then the routes.
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(KeyGate, check=key_checker(settings.api_key_list()))
 
     @app.middleware("http")
     async def _metrics(request: Request, call_next):

@@ -95,7 +95,9 @@ class BodyLimit:
                 await send_problem(send, self._too_large())
 
 
-class _BodyTooLarge(Exception):
+class _BodyTooLarge(BaseException):
+    # A BaseException, so that FastAPI's body parsing (which turns any Exception into "error
+    # parsing the body") lets it through to ``BodyLimit``.
     pass
 
 

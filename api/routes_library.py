@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
-from citewise.api.auth import identity
+from citewise.api.auth import identity, is_operator
 from citewise.retrieval.library import DocumentView, SourceView
 from citewise.types import Identity
 
@@ -36,5 +36,10 @@ def get_document(
 def list_sources(
     request: Request, who: Annotated[Identity, Depends(identity)]
 ) -> dict[str, list[SourceView]]:
-    """Declared and indexed sources; counts include only documents the caller may read."""
-    return {"sources": request.app.state.services.library.sources(who)}
+    """Declared and indexed sources; counts include only documents the caller may read. The
+    last run's figures (which count every document, readable or not) are for operators."""
+    sources = request.app.state.services.library.sources(who)
+    if not is_operator(request):
+        for source in sources:
+            source.last_run = None
+    return {"sources": sources}

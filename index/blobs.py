@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -32,6 +33,9 @@ class BlobStore(Protocol):
 
     def delete(self, key: str) -> None:
         """Remove the blob; deleting an absent key is not an error."""
+
+    def keys(self) -> Iterator[str]:
+        """Every stored key (for checking the store against the catalog)."""
 
 
 class LocalBlobStore:
@@ -74,6 +78,11 @@ class LocalBlobStore:
 
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
+
+    def keys(self) -> Iterator[str]:
+        for path in sorted(self.root.glob("sha256/*/*")):
+            if path.is_file() and not path.name.startswith(".tmp-"):
+                yield path.relative_to(self.root).as_posix()
 
 
 class S3BlobStore:
@@ -167,3 +176,13 @@ class S3BlobStore:
             self._client.delete_object(Bucket=self.bucket, Key=self.prefix + key)
         except Exception as e:
             raise self._fail("delete", key, e) from e
+
+    def keys(self) -> Iterator[str]:
+        try:
+            pages = self._client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=self.prefix + "sha256/")
+            for page in pages:
+                for obj in page.get("Contents", []):
+                    yield obj["Key"][len(self.prefix):]
+        except Exception as e:
+            raise self._fail("list", "sha256/", e) from e

@@ -148,10 +148,20 @@ class EdgeVectorIndex:
                 ) from exc
 
     def optimize(self) -> None:
-        """Merge segments and drop deleted points; the embedded engine only does it on demand."""
+        """Merge segments, drop deleted points and refresh the BM25 statistics.
+
+        The embedded engine compacts only on demand, and keeps counting deleted points in the
+        inverse document frequencies it applies to BM25 until the shard is opened again (seen
+        with qdrant-edge 0.9.0: a term's score stayed lowered by deleted documents). Those
+        statistics are shared by every caller, so restricted documents that were deleted would
+        go on shaping the scores anonymous callers see: reopen the shard after compacting.
+        """
         with self._engine("optimize") as shard:
             shard.optimize()
             shard.flush()
+            shard.close()
+            self._shard = None
+            self._shard = self._open_shard()
 
     # -- writes ------------------------------------------------------------------------------
 

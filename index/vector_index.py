@@ -135,7 +135,8 @@ class VectorIndex(Protocol):
         """Delete the points of one version of a document."""
 
     def optimize(self) -> None:
-        """Compact storage after many updates and deletes (a no-op where the engine does it)."""
+        """Compact storage after updates and deletes, and bring the engine's statistics (the
+        BM25 IDF) up to date with them: deleted points must stop shaping scores."""
 
     def close(self) -> None:
         """Flush and release the storage (the embedded engine's lock, the client's sockets)."""

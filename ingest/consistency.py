@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from citewise.index.blobs import BlobStore
 from citewise.index.catalog import Catalog
 from citewise.index.vector_index import VectorIndex
 
@@ -86,3 +87,34 @@ def reconcile(catalog: Catalog, index: VectorIndex) -> Reconciled:
     index.delete_points(orphans)
     incomplete = {doc for doc, (_, ids) in live.items() if ids - present[doc]}
     return Reconciled(orphans_deleted=len(orphans), incomplete=incomplete)
+
+
+def verify(catalog: Catalog, index: VectorIndex, blobs: BlobStore) -> list[str]:
+    """Everything that disagrees between the three stores, in words; empty when they agree.
+
+    Every live chunk has exactly one point (the point id names document, version and
+    position, so a point of the wrong version is a point of no live chunk); every point belongs
+    to a live chunk; every document's blob exists and every blob belongs to a document; no swap
+    is left open.
+    """
+    problems = []
+    for pending in catalog.pending_writes():
+        problems.append(f"open {pending.kind} of document {pending.document_id} "
+                        f"({pending.phase})")
+    live = catalog.live_points()
+    owner = {pid: doc for doc, (_, ids) in live.items() for pid in ids}
+    seen: set[str] = set()
+    for point_id, document_id, version in index.scan():
+        if point_id in seen:
+            problems.append(f"point {point_id} appears twice")
+        seen.add(point_id)
+        if owner.get(point_id) is None:
+            problems.append(f"point {point_id} (document {document_id}, version {version}) "
+                            "belongs to no live chunk")
+    for point_id in sorted(set(owner) - seen):
+        problems.append(f"chunk {point_id} of document {owner[point_id]} has no point")
+    wanted = catalog.all_blob_keys()
+    stored = set(blobs.keys())
+    problems.extend(f"blob {key} is missing" for key in sorted(wanted - stored))
+    problems.extend(f"blob {key} belongs to no document" for key in sorted(stored - wanted))
+    return problems

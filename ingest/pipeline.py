@@ -275,8 +275,8 @@ class IngestPipeline:
 
     def _check_mass_deletion(self, source: str, state: SourceState, losing: int, added: int,
                              force: bool) -> None:
-        """Refuse a run that would leave a sizeable source with less than half of its healthy
-        size, unless forced.
+        """Refuse a run that would delete most of a sizeable source, unless forced: a run that
+        would leave it with less than half of its healthy size.
 
         An emptied checkout, an unmounted share, a truncated sync or a revoked credential looks
         exactly like "everything was deleted"; emptying the index on that evidence loses more

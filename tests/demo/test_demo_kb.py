@@ -122,3 +122,45 @@ def test_a_question_about_citewise_code_is_answered_with_its_lines(demo):
     cited = answer.citations[0]
     assert (cited.path, cited.start_line, cited.end_line) == (
         "ingest/pipeline.py", hit.start_line, hit.end_line)
+
+
+def _restricted_and_public_texts() -> tuple[dict[str, str], dict[str, str]]:
+    """The demo's restricted documents, and every public document a demo user can read: the
+    other demo files, and this repository's docs that the demo indexes through git."""
+    import re
+
+    restricted, public = {}, {}
+    for path in sorted((ROOT / "demo").glob("*/*")):
+        text = path.read_text(encoding="utf-8")
+        is_restricted = re.search(r"^readers:", text, re.M) or "citewise-readers" in text
+        (restricted if is_restricted else public)[str(path.relative_to(ROOT))] = text
+    for path in [ROOT / "README.md", ROOT / "connectors" / "README.md",
+                 *sorted((ROOT / "docs").glob("*.md"))]:
+        public[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
+    return restricted, public
+
+
+def test_public_demo_content_quotes_no_restricted_document():
+    """A public page that quotes a restricted runbook's steps answers for it (the probe found
+    the README doing exactly that). No 8-word run of a restricted file's prose may appear in
+    public, in its text or its examples. (A restricted file's command blocks are left out:
+    runbooks share `kubectl exec` lines, not secrets.)"""
+    import re
+
+    restricted, public = _restricted_and_public_texts()
+    assert len(restricted) == 5
+
+    def shingles(text: str, *, prose_only: bool) -> set[str]:
+        if prose_only:
+            text = re.sub(r"```.*?```", " | ", text, flags=re.S)
+        words = re.findall(r"[a-z0-9#@.:/_|-]+", text.replace("`", "").lower())
+        runs = (" ".join(words[i:i + 8]) for i in range(len(words) - 7))
+        return {r for r in runs if "|" not in r}
+
+    public_runs = {name: shingles(text, prose_only=False) for name, text in public.items()}
+    for name, text in restricted.items():
+        body = text.split("---", 2)[-1]  # not the front matter (titles are shared on purpose)
+        secret = shingles(body, prose_only=True)
+        for other, runs in public_runs.items():
+            shared = secret & runs
+            assert not shared, f"{other} quotes the restricted {name}: {sorted(shared)[:3]}"

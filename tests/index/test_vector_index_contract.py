@@ -434,3 +434,23 @@ def test_edge_is_safe_to_share_between_threads(tmp_path):
         assert index.count() == 8 * 10
     finally:
         index.close()
+
+
+def test_deleted_restricted_points_stop_shaping_bm25_scores(vector_index):
+    """IDF is computed over every point, readable or not (a side channel documented in
+    docs/permissions.md); once restricted points are deleted and the index optimized, the
+    scores anonymous callers see must be what they were before."""
+    vector_index.upsert(corpus())
+    anyone = IndexFilter(readers=["public"])
+    query = SparseVector([RARE_DB], [1.0])
+    before = vector_index.search(query, filter=anyone, limit=1)[0].score
+    secret = [chunk(f"s{n}", 0, dense=near(5, seed=n), terms=[RARE_DB], readers=("group:x",))
+              for n in range(6)]
+    vector_index.upsert(secret)
+    during = vector_index.search(query, filter=anyone, limit=1)[0].score
+    assert during < before  # the documented side channel: rarer terms weigh more
+    for n in range(6):
+        vector_index.delete_document(f"s{n}")
+    vector_index.optimize()
+    after = vector_index.search(query, filter=anyone, limit=1)[0].score
+    assert after == pytest.approx(before)
