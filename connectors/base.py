@@ -82,7 +82,8 @@ class SyncBatch:
     # Documents this run expects, for the progress bar.
     total: int | None = None
     # Problems that belong to no one document (a space that cannot be listed, a page whose
-    # attachments cannot be listed): reported with the run, which ends partial.
+    # attachments cannot be listed): reported with the run, which ends partial unless they are
+    # warnings.
     errors: list[SyncError] = field(default_factory=list)
 
 
@@ -96,6 +97,9 @@ class SyncError:
     # An external id to hand back in the next run's ``SyncRequest.retry`` (say, the page whose
     # attachments could not be listed), or None when the next run covers it anyway.
     retry: str | None = None
+    # A warning is reported with the run but does not make it partial: nothing failed to be
+    # indexed (say, one user of a space's permissions could not be named and was left out).
+    warning: bool = False
 
 
 @runtime_checkable

@@ -46,6 +46,7 @@ def report_dict(report: RunReport) -> dict:
         "summary": report.summary(),
         "errors": [{"external_id": e, "error": m} for e, m in report.errors],
         "run_errors": list(report.run_errors),
+        "warnings": list(report.warnings),
         **asdict(report.counts),
     }
 

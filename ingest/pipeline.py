@@ -82,8 +82,10 @@ class RunReport:
     seconds: float
     errors: list[tuple[str | None, str]] = field(default_factory=list)
     message: str | None = None
-    # Problems of the run beyond one document (a space that cannot be listed).
+    # Problems of the run beyond one document (a space that cannot be listed), and warnings
+    # that do not make it partial.
     run_errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     # Syncing connectors: the cursor to keep, and ids to read again next run besides failures.
     cursor: dict | None = None
     retry: list[str] = field(default_factory=list)
@@ -320,6 +322,11 @@ class IngestPipeline:
 
     def _run_error(self, source: str, report: RunReport, error: SyncError) -> None:
         message = f"{error.scope}: {error.message}"
+        if error.warning:
+            report.warnings.append(message)
+            self.catalog.record_error(report.run_id, source, None, f"warning: {message}")
+            log.warning("%s: %s", source, message)
+            return
         report.run_errors.append(message)
         if error.retry:
             report.retry.append(error.retry)

@@ -90,6 +90,8 @@ def ingest(obj: Context, path, name, source, all_sources, readers, force, as_jso
             click.secho(r["summary"], fg=color)
             for problem in r.get("run_errors", []):
                 click.echo(f"  problem: {problem}")
+            for warning in r.get("warnings", []):
+                click.echo(f"  warning: {warning}")
             for err in r["errors"][:50]:
                 click.echo(f"  failed: {err['external_id']}: {err['error']}")
             if len(r["errors"]) > 50:

@@ -46,6 +46,18 @@ class ConfluenceUnavailable(SourceError):
     """The server kept failing (5xx, timeouts, 429) after every retry."""
 
 
+class ConfluenceServerError(SourceError):
+    """A 5xx that is the server's considered answer, not an outage (asked not to retry it)."""
+
+    def __init__(self, message: str, *, status: int, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+
+
+class ConfluencePermissionsRefused(SourceError):
+    """The space's permissions cannot be read with these credentials (or on this version)."""
+
+
 class ConfluenceTooLarge(SourceError):
     """A download went past the size it was allowed."""
 
@@ -128,7 +140,11 @@ class ConfluenceHttp:
         return self.base_url + path_or_link
 
     # Requests ---------------------------------------------------------------------------------
-    def get_json(self, path: str, params: dict | None = None) -> dict:
+    def get_json(self, path: str, params: dict | None = None, *,
+                 retry_server_errors: bool = True) -> dict:
+        """GET a JSON body. ``retry_server_errors=False``: a 5xx raises ``ConfluenceServerError``
+        at once (some endpoints answer 500 for a missing permission, and always will)."""
+
         def read(resp: httpx.Response, where: str) -> dict:
             resp.read()
             try:
@@ -139,7 +155,24 @@ class ConfluenceHttp:
                     hint="check base_url: it should be the site, not a login page",
                 ) from None
 
-        return self._get(path, params, read)
+        return self._send("GET", path, params, read, retry_server_errors=retry_server_errors)
+
+    def post_json(self, path: str, body: dict, *, retry_server_errors: bool = True):
+        """POST a JSON body and read a JSON answer (Data Center's JSON-RPC)."""
+
+        def read(resp: httpx.Response, where: str):
+            resp.read()
+            try:
+                return resp.json()
+            except ValueError:
+                raise ConfluenceUnavailable(
+                    f"Confluence answered {where} with something that is not JSON",
+                    hint="a login page or an administrator confirmation (WebSudo) answered "
+                         "instead of the API",
+                ) from None
+
+        return self._send("POST", path, None, read, json_body=body,
+                          retry_server_errors=retry_server_errors)
 
     def get_bytes(self, path: str, max_bytes: int) -> bytes:
         """A file (an attachment's download link), read as it streams in and abandoned past
@@ -153,9 +186,11 @@ class ConfluenceHttp:
                     raise ConfluenceTooLarge(f"{where} is larger than {max_bytes} bytes")
             return bytes(data)
 
-        return self._get(path, None, read, accept="*/*")
+        return self._send("GET", path, None, read, accept="*/*")
 
-    def _get(self, path: str, params: dict | None, read: Callable, accept: str | None = None):
+    def _send(self, method: str, path: str, params: dict | None, read: Callable,
+              accept: str | None = None, *, json_body: dict | None = None,
+              retry_server_errors: bool = True):
         url = self.url(path)
         where = _redact_url(url)
         headers = {"Accept": accept} if accept else None
@@ -164,7 +199,8 @@ class ConfluenceHttp:
             self.limiter.wait()
             self.requests += 1
             try:
-                with self._http.stream("GET", url, params=params, headers=headers) as resp:
+                with self._http.stream(method, url, params=params, headers=headers,
+                                       json=json_body) as resp:
                     if resp.status_code < 300:
                         return read(resp, where)
                     resp.read()
@@ -183,6 +219,10 @@ class ConfluenceHttp:
                     reason = "429 Too Many Requests"
                     wait = _retry_after(resp) or self._backoff(attempt)
                 elif resp.status_code >= 500:
+                    if not retry_server_errors:
+                        raise ConfluenceServerError(
+                            f"Confluence answered {where} with {resp.status_code}: "
+                            f"{_short(resp.text)}", status=resp.status_code)
                     reason = f"{resp.status_code} server error"
                     wait = self._backoff(attempt)
                 else:

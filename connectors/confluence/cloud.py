@@ -23,7 +23,7 @@ Endpoints (https://developer.atlassian.com/cloud/confluence/rest/v2/):
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 
 from citewise.connectors.confluence.client import ConfluenceHttp, ConfluenceNotFound
 from citewise.connectors.confluence.model import Attachment, Page, Space, parse_time
@@ -35,6 +35,8 @@ class CloudApi:
 
     def __init__(self, http: ConfluenceHttp) -> None:
         self.http = http
+        # Cloud lists pages newest first by their UTC timestamps: no zone is involved.
+        self.query_zone: tzinfo = UTC
         self._titles: dict[str, str] = {}
         self._group_names: dict[str, str | None] = {}
         self._space_keys: dict[str, str] = {}  # space id -> key

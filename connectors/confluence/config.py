@@ -10,6 +10,7 @@ import base64
 import os
 from dataclasses import dataclass, field, fields
 from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from citewise.connectors.base import required_readers
 from citewise.connectors.confluence.attachments import SUPPORTED_TYPES
@@ -43,6 +44,13 @@ class ConfluenceConfig:
     overlap_minutes: float = 15.0
     full_every_runs: int = 24
     full_every_hours: float = 24.0
+    # Data Center: the time zone CQL dates are read in (the integration account's profile zone,
+    # by default the server's), as an IANA name ("America/New_York"). Unset: learned from the
+    # offsets in the server's own timestamps, with an hour's margin for a daylight-saving change.
+    timezone: str | None = None
+    # Where Jira lives ("https://jira.example.com"), so that a Jira issue macro becomes a link
+    # to the issue; unset, the issue key is kept as text.
+    jira_url: str | None = None
     # Attachments of included pages (off by default): each admitted file becomes a document of
     # its own with the page's readers. Other types are not admitted (not listed, not errors);
     # a file over the size limit is a per-document error.
@@ -55,6 +63,16 @@ class ConfluenceConfig:
 
     def __post_init__(self) -> None:
         self.base_url = self.base_url.rstrip("/")
+        if self.timezone:
+            try:
+                ZoneInfo(self.timezone)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise SourceError(
+                    f"confluence timezone {self.timezone!r} is not a time zone name",
+                    hint='use an IANA name such as "America/New_York" or "Asia/Kolkata"',
+                ) from None
+        if self.jira_url:
+            self.jira_url = self.jira_url.rstrip("/")
         parts = urlsplit(self.base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise SourceError(

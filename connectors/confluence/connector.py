@@ -36,9 +36,10 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 from typing import ClassVar
+from zoneinfo import ZoneInfo
 
 import httpx
 
@@ -54,6 +55,7 @@ from citewise.connectors.confluence.client import (
     ConfluenceAuthError,
     ConfluenceHttp,
     ConfluenceNotFound,
+    ConfluencePermissionsRefused,
     ConfluenceTooLarge,
 )
 from citewise.connectors.confluence.cloud import CloudApi
@@ -71,6 +73,7 @@ from citewise.connectors.confluence.permissions import (
     ReadRestriction,
     page_readers,
     space_readers,
+    unnamed_grants,
 )
 from citewise.connectors.confluence.storage_format import StorageFormatError, storage_to_html
 from citewise.errors import SourceError
@@ -98,6 +101,7 @@ class _Run:
     readers: dict[str, list[str] | None] = field(default_factory=dict)
     restrictions: dict[str, ReadRestriction | None] = field(default_factory=dict)
     errors: list[SyncError] = field(default_factory=list)  # to report with the next batch
+    newest: datetime | None = None  # the newest modification seen, with the server's offset
     # Pages whose attachments could not be listed: the live id list would miss them, so this
     # run must not give one (nothing is pruned on partial evidence).
     unlisted: set[str] = field(default_factory=set)
@@ -201,6 +205,7 @@ class ConfluenceConnector:
         live: set[str] = set((ckpt or {}).get("live") or [])
         limit = max(1, min(cfg.page_size, batch_size))
         overlap = timedelta(minutes=cfg.overlap_minutes)
+        api.query_zone, margin = self._query_zone(state)
 
         def checkpoint(space: str | None, cursor: str | None, space_mark: str | None) -> dict:
             return {"scope": scope, "full": full, "done": sorted(done), "marks": dict(marks),
@@ -222,7 +227,7 @@ class ConfluenceConnector:
             cursor = ckpt.get("cursor") if resume else None
             space_mark = parse_time(ckpt.get("space_mark")) if resume else None
             previous = parse_time(marks.get(space.key))
-            since = None if full or previous is None else previous - overlap
+            since = None if full or previous is None else previous - overlap - margin
             if resume and not cursor:  # the interruption came after its last results page
                 best = max(filter(None, [space_mark, previous]), default=None)
                 if best is not None:
@@ -237,6 +242,8 @@ class ConfluenceConnector:
                     for page in pages:
                         if page.modified and (space_mark is None or page.modified > space_mark):
                             space_mark = page.modified
+                        if page.modified and (run.newest is None or page.modified > run.newest):
+                            run.newest = page.modified
                         outcome = self._document(run, space, page)
                         if outcome is None:  # gone since the listing, or labelled out
                             gone.append(page.id)
@@ -260,14 +267,36 @@ class ConfluenceConnector:
                 marks[space.key] = best.isoformat()
             done.add(space.key)
         full_done = full and complete and not run.incomplete
+        offset = run.newest.utcoffset() if run.newest else None
         new_state = {
             "scope": scope,
             "marks": marks,
+            # The server's UTC offset, from its newest timestamp: the zone of the next run's CQL.
+            "server_offset_minutes": int(offset.total_seconds() // 60) if offset is not None
+            else state.get("server_offset_minutes"),
             "last_full": now.isoformat() if full_done else state.get("last_full"),
             "runs_since_full": 0 if full_done else int(state.get("runs_since_full", 0)) + 1,
         }
         yield SyncBatch(errors=run.take_errors(), live_ids=sorted(live) if full_done else None,
                         state=new_state)
+
+    def _query_zone(self, state: dict) -> tuple[tzinfo, timedelta]:
+        """The zone Data Center reads CQL dates in, and how much earlier to start because of
+        what is not known about it.
+
+        Configured (``timezone``): exact, daylight-saving changes included. Learned from the
+        server's own timestamps in the last run: right unless a daylight-saving change happened
+        since, hence an hour's margin. Unknown (a source synced before this was learned): the
+        widest offsets in use are 14 hours, so start that much earlier once.
+        """
+        if self.config.flavour == "cloud":  # v2 lists by UTC timestamps: no zone involved
+            return UTC, timedelta(0)
+        if self.config.timezone:
+            return ZoneInfo(self.config.timezone), timedelta(0)
+        minutes = state.get("server_offset_minutes")
+        if isinstance(minutes, int):
+            return timezone(timedelta(minutes=minutes)), timedelta(hours=1)
+        return UTC, timedelta(hours=14)
 
     # One space, one page ----------------------------------------------------------------------
     def _space_readers(self, run: _Run, space: Space) -> list[str] | None:
@@ -277,16 +306,26 @@ class ConfluenceConnector:
             readers: list[str] | None = normalise_readers(self.config.readers)
         else:
             try:
-                readers = space_readers(run.api.space_grants(space))
-            except (ConfluenceAuthError, ConfluenceNotFound) as e:
+                grants = run.api.space_grants(space)
+                readers = space_readers(grants)
+            except (ConfluenceAuthError, ConfluenceNotFound, ConfluencePermissionsRefused) as e:
                 readers = None
+                hint = e.hint or ("give the account permission to read space permissions, or "
+                                  "set use_space_permissions = false to use the source's "
+                                  "readers")
                 run.errors.append(SyncError(
                     f"space {space.key}",
                     f"cannot read the view permissions of space {space.key!r} ({e.message}); "
-                    "its unrestricted pages are indexed as readable by nobody (give the account "
-                    "permission to read space permissions, or set use_space_permissions = false "
-                    "to use the source's readers)"))
+                    f"its unrestricted pages are indexed as readable by nobody ({hint})"))
             else:
+                unnamed = unnamed_grants(grants)
+                if unnamed:
+                    run.errors.append(SyncError(
+                        f"space {space.key}",
+                        f"{unnamed} of the users and groups who may view space {space.key!r} "
+                        "could not be named (a user key or group id the API would not resolve)"
+                        " and were left out of its readers; the others keep their access",
+                        warning=True))
                 if readers is None:
                     log.warning("confluence: space %s grants view to no user or group we can "
                                 "name; its unrestricted pages are readable by nobody", space.key)
@@ -409,7 +448,8 @@ class ConfluenceConnector:
         else:
             try:
                 doc.content = storage_to_html(page.body, title=page.title,
-                                              breadcrumb=breadcrumb).encode("utf-8")
+                                              breadcrumb=breadcrumb,
+                                              jira_url=cfg.jira_url).encode("utf-8")
             except StorageFormatError as e:
                 doc.error = e.message
         return [doc, *self._attachments(run, page, doc)]

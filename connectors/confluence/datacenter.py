@@ -3,14 +3,29 @@
 Endpoints (https://developer.atlassian.com/server/confluence/rest/):
 
 * ``GET /rest/api/space/{key}`` and ``GET /rest/api/space?type=global`` for spaces.
-* ``GET /rest/api/space/{key}/permissions`` -> ``[{"operation": {"operationKey": "read",
-  "targetType": "space"}, "subject": {"type": "user"|"group"|"anonymous", "name", ...}}]``
-  (Data Center 8.x+; space admins only. Where refused, see ``use_space_permissions``).
+* Space view permissions, three ways, because Data Center changed them:
+
+  - ``GET /rest/api/space/{key}/permissions`` (Data Center 9.1 and later; CONFSERVER-100505)
+    -> a bare array of ``{"operation": {"targetType": "space", "operationKey": "read"},
+    "subject": {"type": "user", "userKey": "..."} | {"type": "group", "name": "..."}}``. Users
+    come by ``userKey`` only, resolved to their username with ``GET /rest/api/user?key=``
+    (cached per run). Without space-admin rights this answers 500 (CONFSERVER-99908): that is
+    reported as the missing permission, not retried as an outage.
+  - Before 9.1 that path is unknown (404); ``POST /rpc/json-rpc/confluenceservice-v2``
+    ``getSpacePermissionSets`` gives the ``VIEWSPACE`` set (``userName``/``groupName``, both
+    null for anonymous), if the remote API is on and the account is a space admin.
+  - Anonymous view: ``GET /rest/api/space/{key}/permissions/anonymous``, which counts only if
+    the site lets anonymous users in at all (``GET /rest/api/permissions/anonymous`` grants
+    ``use``); when that cannot be confirmed the space is not treated as public.
+
 * ``GET /rest/api/content?spaceKey=K&type=page&expand=...`` for a full listing, and
   ``GET /rest/api/content/search?cql=space="K" and type=page and lastmodified >= "..."``
   for an incremental one; both ``start``/``limit`` paged with ``_links.next``. The expansion
   brings body, version, ancestors (with titles), labels and the page's read restriction in the
   same call, so a run costs one request per ``limit`` pages plus one per distinct ancestor.
+* CQL dates have no offset and are read in the account's time zone, by default the server's
+  (the CQL field reference: "relative to your configured time zone"): ``cql_time`` writes them
+  in the zone the connector gives (``query_zone``).
 * ``GET /rest/api/content/{id}/restriction/byOperation/read`` for an ancestor's restriction.
 * ``GET /rest/api/content/{id}/child/attachment?expand=version`` -> attachments with
   ``extensions.mediaType``/``fileSize`` and ``_links.download`` (relative to the context);
@@ -19,12 +34,21 @@ Endpoints (https://developer.atlassian.com/server/confluence/rest/):
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 
-from citewise.connectors.confluence.client import ConfluenceHttp, ConfluenceNotFound
+from citewise.connectors.confluence.client import (
+    ConfluenceHttp,
+    ConfluenceNotFound,
+    ConfluencePermissionsRefused,
+    ConfluenceServerError,
+)
 from citewise.connectors.confluence.model import Attachment, Page, Space, parse_time
 from citewise.connectors.confluence.permissions import ReadRestriction
+from citewise.errors import SourceError
+
+log = logging.getLogger("citewise.connectors.confluence")
 
 EXPAND = ",".join([
     "body.storage", "version", "ancestors", "space", "metadata.labels",
@@ -32,10 +56,13 @@ EXPAND = ",".join([
 ])
 
 
-def cql_time(t: datetime) -> str:
-    """CQL's date form ``"yyyy/MM/dd HH:mm"`` (minute precision; the overlap window covers the
-    rounding and the server's time zone offset, which CQL applies to the value)."""
-    return t.astimezone(UTC).strftime("%Y/%m/%d %H:%M")
+RPC_PATH = "/rpc/json-rpc/confluenceservice-v2"
+
+
+def cql_time(t: datetime, zone: tzinfo = UTC) -> str:
+    """CQL's date form ``"yyyy/MM/dd HH:mm"``, written in ``zone`` (minute precision: the
+    overlap window covers the rounding)."""
+    return t.astimezone(zone).strftime("%Y/%m/%d %H:%M")
 
 
 class DataCenterApi:
@@ -43,6 +70,10 @@ class DataCenterApi:
 
     def __init__(self, http: ConfluenceHttp) -> None:
         self.http = http
+        # The zone CQL dates are written in; the connector sets it for each run.
+        self.query_zone: tzinfo = UTC
+        self._users: dict[str, list[str]] = {}
+        self._site_anonymous: bool | None = None
 
     def spaces(self, keys: list[str]) -> tuple[list[Space], list[str]]:
         found: list[Space] = []
@@ -63,21 +94,105 @@ class DataCenterApi:
         return found, []
 
     def space_grants(self, space: Space) -> list[tuple[str, str | None]]:
-        body = self.http.get_json(f"/rest/api/space/{space.key}/permissions")
-        items = body if isinstance(body, list) else body.get("results") or []
+        try:
+            body = self.http.get_json(f"/rest/api/space/{space.key}/permissions",
+                                      retry_server_errors=False)
+        except ConfluenceNotFound:
+            return self._rpc_grants(space)  # before Data Center 9.1
+        except ConfluenceServerError as e:
+            raise _needs_admin(space, e) from None
+        items = body if isinstance(body, list) else (body or {}).get("results") or []
         grants: list[tuple[str, str | None]] = []
         for p in items:
-            op = p.get("operation") or {}
-            if op.get("operationKey") != "read" or op.get("targetType") != "space":
+            if not _reads_space(p.get("operation")):
                 continue
             subject = p.get("subject") or {}
             kind = subject.get("type")
-            if kind == "anonymous":
-                grants.append(("anonymous", None))
-            elif kind == "user":
-                grants.append(("user", subject.get("username") or subject.get("name")))
+            if kind == "user":
+                names = self._user_names(subject) or [None]  # None: a user we cannot name
+                grants.extend(("user", n) for n in names)
             elif kind == "group":
-                grants.append(("group", subject.get("name") or subject.get("displayName")))
+                grants.append(("group", subject.get("name") or None))
+            elif kind == "anonymous":
+                grants.append(("anonymous", None))
+        if self._anonymous_may_view(space):
+            grants.append(("anonymous", None))
+        return grants
+
+    def _user_names(self, subject: dict) -> list[str]:
+        """The names citewise knows a person by: the username (and the email, where the
+        server gives one). A user key that cannot be resolved gives none."""
+        named = [subject.get(k) for k in ("username", "email") if subject.get(k)]
+        if named:
+            return named
+        key = subject.get("userKey")
+        if not key:
+            return []
+        if key not in self._users:
+            try:
+                person = self.http.get_json("/rest/api/user", {"key": key})
+            except SourceError as e:
+                log.warning("confluence: user key %s could not be resolved: %s", key, e)
+                person = {}
+            self._users[key] = [person[k] for k in ("username", "email") if person.get(k)]
+        return self._users[key]
+
+    def _anonymous_may_view(self, space: Space) -> bool:
+        try:
+            items = self.http.get_json(f"/rest/api/space/{space.key}/permissions/anonymous",
+                                       retry_server_errors=False)
+        except ConfluenceNotFound:
+            return False
+        except ConfluenceServerError as e:
+            raise _needs_admin(space, e) from None
+        return any(_reads_space(op) for op in _operations(items)) and self._site_lets_anonymous()
+
+    def _site_lets_anonymous(self) -> bool:
+        """Space-level anonymous view only counts when the site grants anonymous users "use"."""
+        if self._site_anonymous is None:
+            try:
+                items = self.http.get_json("/rest/api/permissions/anonymous",
+                                           retry_server_errors=False)
+                self._site_anonymous = any(
+                    (op.get("targetType"), op.get("operationKey")) == ("application", "use")
+                    for op in _operations(items))
+            except SourceError as e:
+                log.warning("confluence: cannot tell whether the site admits anonymous users "
+                            "(%s); spaces open to them are indexed as not public", e)
+                self._site_anonymous = False
+        return self._site_anonymous
+
+    def _rpc_grants(self, space: Space) -> list[tuple[str, str | None]]:
+        call = {"jsonrpc": "2.0", "method": "getSpacePermissionSets", "id": 1,
+                "params": [space.key]}
+        hint = ("Data Center before 9.1 has no REST endpoint for space permissions: turn on "
+                "the remote API (General configuration > Further configuration) and make the "
+                "account a space administrator, or set use_space_permissions = false and give "
+                "the source readers")
+        try:
+            body = self.http.post_json(RPC_PATH, call, retry_server_errors=False)
+        except SourceError as e:
+            raise ConfluencePermissionsRefused(
+                f"cannot read the view permissions of space {space.key!r}: {e.message}",
+                hint=hint) from None
+        if not isinstance(body, dict) or "error" in body or not isinstance(
+                body.get("result"), list):
+            error = (body or {}).get("error") if isinstance(body, dict) else None
+            raise ConfluencePermissionsRefused(
+                f"cannot read the view permissions of space {space.key!r}: "
+                f"{(error or {}).get('message') or 'an unexpected JSON-RPC answer'}", hint=hint)
+        grants: list[tuple[str, str | None]] = []
+        for permission_set in body["result"]:
+            if permission_set.get("type") != "VIEWSPACE":
+                continue
+            for entry in permission_set.get("spacePermissions") or []:
+                user, group = entry.get("userName"), entry.get("groupName")
+                if user:
+                    grants.append(("user", user))
+                elif group:
+                    grants.append(("group", group))
+                elif self._site_lets_anonymous():
+                    grants.append(("anonymous", None))
         return grants
 
     def list_pages(
@@ -91,7 +206,8 @@ class DataCenterApi:
                 "expand": EXPAND, "limit": limit})
         else:
             cql = (f'space = "{space.key}" and type = page and '
-                   f'lastmodified >= "{cql_time(since)}" order by lastmodified desc')
+                   f'lastmodified >= "{cql_time(since, self.query_zone)}" '
+                   "order by lastmodified desc")
             source = self.http.pages("/rest/api/content/search",
                                      {"cql": cql, "expand": EXPAND, "limit": limit})
         for results, next_link in source:
@@ -186,3 +302,30 @@ class DataCenterApi:
         if body.get("status", "current") != "current" or container.get("type") != "page":
             return None
         return str(container["id"]) if container.get("id") else None
+
+
+def _reads_space(operation) -> bool:
+    op = operation or {}
+    return op.get("operationKey") == "read" and op.get("targetType") == "space"
+
+
+def _operations(items) -> list[dict]:
+    """The operations of a permission list, in either shape Data Center versions answer:
+    ``[{"operation": {...}}, ...]`` or ``{"operations": [...]}``."""
+    if isinstance(items, dict):
+        items = items.get("operations") or items.get("results") or []
+    out = []
+    for item in items or []:
+        if isinstance(item, dict):
+            out.append(item.get("operation") if "operation" in item else item)
+    return [op for op in out if isinstance(op, dict)]
+
+
+def _needs_admin(space: Space, error: ConfluenceServerError) -> ConfluencePermissionsRefused:
+    return ConfluencePermissionsRefused(
+        f"Confluence answered {error.status} when asked for the view permissions of space "
+        f"{space.key!r}",
+        hint="Data Center answers 500 there when the account lacks space-administrator (or "
+             "Confluence administrator) permission (CONFSERVER-99908): grant it, or set "
+             "use_space_permissions = false and give the source readers",
+    )

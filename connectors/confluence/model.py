@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Protocol
 
 from citewise.connectors.confluence.permissions import ReadRestriction
@@ -55,6 +55,8 @@ class ConfluenceApi(Protocol):
     """One Confluence site, seen through one API flavour."""
 
     flavour: str
+    # The zone dates in queries are written in (Data Center's CQL); the connector sets it.
+    query_zone: tzinfo
 
     def spaces(self, keys: list[str]) -> tuple[list[Space], list[str]]:
         """The spaces to index (every visible one when ``keys`` is empty), and the keys asked

@@ -15,8 +15,10 @@ What we do with that:
   covered by a group on the parent is dropped: under-granting is the safe side. We take the
   principals a restriction names as able to view the space (Confluence restrictions only narrow).
 * Anything we could not determine (a restriction or space-permission call that was refused or
-  failed, a group we could not name) makes the page **restricted to nobody**: ``NO_READERS``.
-  It stays findable by nobody until a later run can read its permissions; never public.
+  failed) makes the page **restricted to nobody**: ``NO_READERS``. It stays findable by nobody
+  until a later run can read its permissions; never public. A single space grant whose subject
+  cannot be named is left out (and reported), so it narrows the readers instead of hiding the
+  space from everyone.
 """
 
 from __future__ import annotations
@@ -72,18 +74,23 @@ class ReadRestriction:
 def space_readers(grants: Iterable[tuple[str, str | None]]) -> list[str] | None:
     """Readers from a space's view grants: ``(kind, name)`` with kind user, group or anonymous.
 
-    A grant we cannot name (a group id we could not resolve, passed as ``("group", None)``)
-    makes the answer undeterminable (None). Roles and other kinds grant nothing we can express.
+    A grant we cannot name (a user key or group id we could not resolve, passed with name
+    None) is left out: one unnameable subject must not hide the space from everyone the other
+    grants name (see ``unnamed_grants`` for the report). None when no grant can be named at
+    all. Roles and other kinds grant nothing we can express.
     """
     out: set[str] = set()
     for kind, name in grants:
         if kind == "anonymous":
             out.add(PUBLIC)
-        elif kind in ("user", "group"):
-            if not name:
-                return None
+        elif kind in ("user", "group") and name:
             out.add(f"{kind}:{name}")
     return sorted(out) if out else None
+
+
+def unnamed_grants(grants: Iterable[tuple[str, str | None]]) -> int:
+    """How many user or group grants could not be named (and were left out)."""
+    return sum(1 for kind, name in grants if kind in ("user", "group") and not name)
 
 
 def page_readers(

@@ -12,6 +12,8 @@ unwrap Confluence's own elements into them:
   body, transparently;
 * macros that carry no content of their own (toc, children, page tree, anchors, Jira
   issue lists, attachments, ...) -> dropped, never dumped as markup;
+* a single Jira issue (``jira`` macro with a ``key``) -> the issue key, linked to the issue when
+  the source knows where Jira is (on-call pages cite their tickets);
 * ``ac:link`` -> its link text (or the target page's title), ``ri:url`` targets kept as href;
 * task lists -> list items marked ``[ ]`` / ``[x]``.
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 import html
 import re
 from html.entities import name2codepoint
+from urllib.parse import quote
 
 from lxml import etree
 
@@ -64,7 +67,8 @@ class StorageFormatError(DocumentError):
     """A page body that is not well-formed storage format."""
 
 
-def storage_to_html(storage: str, *, title: str = "", breadcrumb: str = "") -> str:
+def storage_to_html(storage: str, *, title: str = "", breadcrumb: str = "",
+                    jira_url: str | None = None) -> str:
     """The page body as a small, clean HTML document whose ``<title>`` is the page title.
 
     The breadcrumb ("Space > Parent > Page"), when given, opens the body as a paragraph: the
@@ -72,7 +76,7 @@ def storage_to_html(storage: str, *, title: str = "", breadcrumb: str = "") -> s
     runbook" finds pages under Payments > Runbooks), and a move re-indexes the page.
     """
     root = _parse(storage)
-    body = _Converter().children(root)
+    body = _Converter(jira_url).children(root)
     head = f"<title>{html.escape(title)}</title>" if title else ""
     crumb = f"<p>{html.escape(breadcrumb, quote=False)}</p>\n" if breadcrumb else ""
     return f"<html><head>{head}</head><body>\n{crumb}{body}\n</body></html>\n"
@@ -114,6 +118,9 @@ def _attr(el: etree._Element, ns: str, name: str) -> str | None:
 
 
 class _Converter:
+    def __init__(self, jira_url: str | None = None) -> None:
+        self.jira_url = jira_url
+
     def children(self, el: etree._Element) -> str:
         """The converted content of ``el``: its text, each child, each child's tail."""
         out = [html.escape(el.text or "", quote=False)]
@@ -202,6 +209,12 @@ class _Converter:
                   for p in el.findall("ac:parameter", _NS)}
         if name in CODE_MACROS:
             return self.code(el, params)
+        if name in ("jira", "jiraissues") and params.get("key"):
+            key = html.escape(params["key"], quote=False)
+            if self.jira_url:
+                href = html.escape(f"{self.jira_url}/browse/{quote(params['key'])}")
+                return f'<a href="{href}">{key}</a>'
+            return key
         if name in CONTENTLESS_MACROS:
             return ""
         if name == "status":

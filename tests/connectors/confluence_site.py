@@ -28,6 +28,7 @@ def serving(model: ConfluenceModel, monkeypatch, max_limit: int = 5) -> Iterator
 
 def connector(server, flavour: str, **options) -> ConfluenceConnector:
     options.setdefault("exclude_labels", ["draft"])
+    options.setdefault("overlap_minutes", 0)
     config = ConfluenceConfig(
         base_url=server.cloud_url if flavour == "cloud" else server.dc_url,
         flavour=flavour,
@@ -35,7 +36,6 @@ def connector(server, flavour: str, **options) -> ConfluenceConnector:
         token_env="CW_TEST_TOKEN" if flavour == "cloud" else "CW_TEST_PAT",
         requests_per_second=0,  # no spacing against a loopback server
         max_retry_wait=0.05,
-        overlap_minutes=0,
         **options,
     )
     return ConfluenceConnector(config, sleep=lambda s: None)

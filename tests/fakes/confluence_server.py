@@ -10,7 +10,22 @@ One in-memory model of spaces, pages, labels and view restrictions is served as:
 * **Data Center** under ``/confluence`` (a context path, as many installs have): REST v1
   ``/rest/api/content`` with ``expand``, ``/rest/api/content/search`` with a small CQL subset,
   ``/rest/api/space``, space permissions and read restrictions; ``start``/``limit`` pagination
-  through ``_links.next``. Bearer personal access token.
+  through ``_links.next``. Bearer personal access token. Its awkward parts, as documented:
+
+  - ``/rest/api/space/{key}/permissions`` exists from 9.1 (CONFSERVER-100505; DC REST v1010
+    "Space Permissions"), answers a bare array, and names a user by ``userKey`` only
+    (``{"type": "user", "userKey": "4028800d98..."}``), so a name needs
+    ``/rest/api/user?key=`` (a Person: ``type``, ``username``, ``userKey``, ``displayName``, no
+    email). Before 9.1 the path is unknown (404 with Jersey's XML body) and the JSON-RPC
+    ``getSpacePermissionSets`` is the way (``VIEWSPACE`` sets of ``userName``/``groupName``,
+    both null for anonymous). Without space-admin rights it answers 500 (CONFSERVER-99908).
+  - Anonymous view of a space is only in ``/rest/api/space/{key}/permissions/anonymous``, and
+    takes effect only when the site grants anonymous users "use"
+    (``/rest/api/permissions/anonymous``).
+  - Timestamps (``version.when``) carry the server's UTC offset with milliseconds
+    (``2024-03-11T19:24:06.964+08:00``; ``Z`` at zero), and CQL reads ``lastmodified`` dates
+    ("yyyy/MM/dd HH:mm" and three other forms) in the account's zone, by default the
+    server's (DC CQL field reference: "relative to your configured time zone").
 
 Attachments are served on both: the listings (v2 ``/pages/{id}/attachments``, v1
 ``/content/{id}/child/attachment``), one attachment by id, and the files' bytes under
@@ -24,11 +39,12 @@ pattern, pages that vanish right after a listing returned them, a cap on ``limit
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 import threading
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, quote_plus, urlencode, urlsplit
 
@@ -40,6 +56,13 @@ class FakeSpace:
     name: str
     # Who may view the space: ("group", name), ("user", account id / username), ("anonymous", "")
     grants: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class FakeUser:
+    username: str
+    key: str  # the opaque user key Data Center names users by (32 hex characters)
+    display_name: str
 
 
 @dataclass
@@ -74,13 +97,26 @@ class ConfluenceModel:
         self.spaces: dict[str, FakeSpace] = {}
         self.pages: dict[int, FakePage] = {}
         self.group_ids: dict[str, str] = {}
+        self.users: dict[str, FakeUser] = {}
         self.clock = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
+        # Data Center's server: its version, its time zone, whether the integration account is
+        # a space admin, and whether the site lets anonymous users in at all.
+        self.dc_version: tuple[int, int] = (9, 2)
+        self.server_tz: tzinfo = UTC
+        self.space_admin = True
+        self.anonymous_site_access = True
         self._next_id = 100000
         self.lock = threading.RLock()
 
     def tick(self, minutes: float = 1) -> datetime:
         self.clock += timedelta(minutes=minutes)
         return self.clock
+
+    def user(self, username: str) -> FakeUser:
+        if username not in self.users:
+            key = hashlib.md5(username.encode()).hexdigest()  # 32 hex, like a DC user key
+            self.users[username] = FakeUser(username, key, username.replace(".", " ").title())
+        return self.users[username]
 
     def group_id(self, name: str) -> str:
         return self.group_ids.setdefault(name, f"g-{len(self.group_ids) + 1:04d}-{name}")
@@ -91,6 +127,8 @@ class ConfluenceModel:
         for kind, who in grants:
             if kind == "group":
                 self.group_id(who)
+            elif kind == "user":
+                self.user(who)
         return space
 
     def add_page(self, space: str, title: str, body: str, *, parent: int | None = None,
@@ -164,6 +202,11 @@ class _File:
     media_type: str
 
 
+@dataclass
+class _Xml:
+    text: str
+
+
 class FakeConfluence:
     """The HTTP server. ``cloud_url`` and ``dc_url`` are the base URLs a connector is given."""
 
@@ -190,6 +233,9 @@ class FakeConfluence:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
                 fake._handle(self)
+
+            def do_POST(self) -> None:  # noqa: N802
+                fake._handle(self, "POST")
 
             def log_message(self, *args) -> None:
                 pass
@@ -222,12 +268,16 @@ class FakeConfluence:
             self.log.clear()
 
     # Dispatch ---------------------------------------------------------------------------------
-    def _handle(self, h: BaseHTTPRequestHandler) -> None:
+    def _handle(self, h: BaseHTTPRequestHandler, method: str = "GET") -> None:
         parts = urlsplit(h.path)
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         multi = parse_qs(parts.query)
+        posted = None
+        if method == "POST":
+            length = int(h.headers.get("Content-Length") or 0)
+            posted = json.loads(h.rfile.read(length) or b"null")
         with self._lock:
-            self.log.append(f"GET {h.path}")
+            self.log.append(f"{method} {h.path}")
             n = len(self.log)
         try:
             if n in self.rate_limit_on:
@@ -245,6 +295,9 @@ class FakeConfluence:
                 if path.startswith("/wiki/"):
                     self._auth(h, self.cloud_auth)
                     body = self._cloud(path[len("/wiki"):], query, parts.query)
+                elif path.startswith("/confluence/") and method == "POST":
+                    self._auth(h, self.dc_auth)
+                    body = self._dc_rpc(path[len("/confluence"):], posted)
                 elif path.startswith("/confluence/"):
                     self._auth(h, self.dc_auth)
                     body = self._dc(path[len("/confluence"):], query, multi, parts.query)
@@ -255,6 +308,8 @@ class FakeConfluence:
             status, body, headers = r.status, r.body, r.headers
         if isinstance(body, _File):
             data, content_type = body.data, body.media_type
+        elif isinstance(body, _Xml):
+            data, content_type = body.text.encode(), "application/xml"
         else:
             data, content_type = json.dumps(body).encode(), "application/json"
         h.send_response(status)
@@ -474,7 +529,7 @@ class FakeConfluence:
     def _v1_restriction(self, p: FakePage, *, cloud: bool) -> dict:
         users = [({"type": "known", "accountId": u, "accountType": "atlassian",
                    "displayName": u} if cloud else
-                  {"type": "known", "username": u, "userKey": f"key-{u}", "displayName": u})
+                  self._person(u))
                  for u in p.read_users]
         groups = [{"type": "group", "name": g, "id": self.model.group_id(g)}
                   for g in p.read_groups]
@@ -499,19 +554,17 @@ class FakeConfluence:
                 raise _Reply(404, {"statusCode": 404,
                                    "message": f"No space with key : {mt.group(1)}"})
             return self._dc_space(space)
-        if mt := re.fullmatch(r"/rest/api/space/([^/]+)/permissions", path):
-            space = m.spaces.get(mt.group(1))
-            if space is None:
-                raise _Reply(404, {"statusCode": 404, "message": "No space"})
-            out = []
-            for kind, who in space.grants:
-                subject = ({"type": "anonymous", "displayName": "Anonymous"} if kind == "anonymous"
-                           else {"type": kind, "name": who, "displayName": who})
-                for op in (("read", "space"), ("create", "page")):
-                    out.append({"operation": {"operationKey": op[0], "targetType": op[1]},
-                                "subject": subject, "spaceKey": space.key,
-                                "spaceId": space.id})
-            return out
+        if mt := re.fullmatch(r"/rest/api/space/([^/]+)/permissions(/anonymous)?", path):
+            return self._dc_space_permissions(mt.group(1), anonymous=bool(mt.group(2)))
+        if path == "/rest/api/permissions/anonymous":
+            return ([{"operation": {"targetType": "application", "operationKey": "use"},
+                      "subject": {"type": "anonymous"}}] if m.anonymous_site_access else [])
+        if path == "/rest/api/user":
+            user = next((u for u in m.users.values()
+                         if u.key == q.get("key") or u.username == q.get("username")), None)
+            if user is None:
+                raise _Reply(404, {"statusCode": 404, "message": "No user found"})
+            return self._person(user.username)
         expand = set((q.get("expand") or "").split(","))
         if path == "/rest/api/content":
             pages = sorted((p for p in m.pages.values() if p.space == q.get("spaceKey")),
@@ -547,6 +600,68 @@ class FakeConfluence:
                     "size": len(page.labels)}
         raise _Reply(404, {"statusCode": 404, "message": f"no endpoint {path}"})
 
+    def _person(self, username: str) -> dict:
+        """A Data Center Person, as /rest/api/user and restrictions show one: no email."""
+        u = self.model.user(username)
+        return {"type": "known", "username": u.username, "userKey": u.key,
+                "profilePicture": {"path": "/images/icons/profilepics/default.svg",
+                                   "width": 48, "height": 48, "isDefault": True},
+                "displayName": u.display_name,
+                "_links": {"self": f"{self.dc_url}/rest/api/user?key={u.key}"},
+                "_expandable": {"status": ""}}
+
+    def _dc_space_permissions(self, key: str, *, anonymous: bool) -> list:
+        m = self.model
+        if m.dc_version < (9, 1):
+            raise _Reply(404, _Xml("<status><status-code>404</status-code><message>null for "
+                                   f"uri: {self.dc_url}/rest/api/space/{key}/permissions"
+                                   "</message></status>"))
+        if not m.space_admin:  # CONFSERVER-99908: a 500, not a 403
+            raise _Reply(500, {"statusCode": 500, "message": "java.lang.NullPointerException"})
+        space = m.spaces.get(key)
+        if space is None:
+            raise _Reply(404, {"statusCode": 404, "message": f"No space with key : {key}"})
+        out = []
+        for kind, who in space.grants:
+            if (kind == "anonymous") != anonymous:
+                continue
+            if kind == "anonymous":
+                subject = {"type": "anonymous"}
+            elif kind == "user":
+                # A purged user keeps its grant, under a key nothing resolves any more.
+                key = m.users[who].key if who in m.users else hashlib.md5(b"purged").hexdigest()
+                subject = {"type": "user", "userKey": key}
+            else:
+                subject = {"type": "group", "name": who}
+            for op in (("read", "space"), ("create", "page")):
+                out.append({"operation": {"targetType": op[1], "operationKey": op[0]},
+                            "subject": subject, "spaceKey": space.key, "spaceId": space.id})
+        return out
+
+    def _dc_rpc(self, path: str, call) -> dict:
+        """The JSON-RPC API of Data Center before 9.1: only getSpacePermissionSets."""
+        if path != "/rpc/json-rpc/confluenceservice-v2" or not isinstance(call, dict):
+            raise _Reply(404, {"statusCode": 404, "message": f"no endpoint {path}"})
+        if call.get("method") != "getSpacePermissionSets":
+            return {"jsonrpc": "2.0", "id": call.get("id"),
+                    "error": {"code": -32601, "message": "method not found"}}
+        m = self.model
+        if not m.space_admin:
+            return {"jsonrpc": "2.0", "id": call.get("id"), "error": {
+                "code": 0, "message": "NotPermittedException: You're not allowed to view "
+                                      "permissions for this space"}}
+        space = m.spaces.get((call.get("params") or [""])[0])
+        if space is None:
+            return {"jsonrpc": "2.0", "id": call.get("id"),
+                    "error": {"code": 0, "message": "No space found"}}
+        entries = [{"type": "VIEWSPACE",
+                    "userName": who if kind == "user" else None,
+                    "groupName": who if kind == "group" else None}
+                   for kind, who in space.grants]
+        return {"jsonrpc": "2.0", "id": call.get("id"), "result": [
+            {"type": "VIEWSPACE", "spacePermissions": entries},
+            {"type": "EDITSPACE", "spacePermissions": []}]}
+
     def _cql(self, cql: str) -> list[FakePage]:
         space = re.search(r'space\s*=\s*"([^"]+)"', cql)
         since = re.search(r'lastmodified\s*>=\s*"([^"]+)"', cql)
@@ -554,7 +669,8 @@ class FakeConfluence:
             raise _Reply(400, {"statusCode": 400, "message": "Could not parse cql"})
         pages = [p for p in self.model.pages.values() if p.space == space.group(1)]
         if since:
-            t = datetime.strptime(since.group(1), "%Y/%m/%d %H:%M").replace(tzinfo=UTC)
+            # A CQL date has no offset: it is read in the account's zone (the server's here).
+            t = _cql_date(since.group(1)).replace(tzinfo=self.model.server_tz)
             pages = [p for p in pages if p.modified >= t]
         return sorted(pages, key=lambda p: (p.modified, p.id), reverse=True)
 
@@ -592,9 +708,9 @@ class FakeConfluence:
             out["space"] = {"id": space.id, "key": space.key, "name": space.name,
                             "type": "global"}
         if "version" in expand:
-            out["version"] = {"by": {"type": "known", "username": "author"},
-                              "when": _iso(p.modified), "number": p.version,
-                              "minorEdit": False}
+            out["version"] = {"by": self._person("author"),
+                              "when": _dc_time(p.modified, self.model.server_tz),
+                              "number": p.version, "minorEdit": False}
         if "ancestors" in expand:
             out["ancestors"] = [{"id": str(a.id), "type": "page", "status": "current",
                                  "title": a.title} for a in self.model.ancestors(p)]
@@ -607,6 +723,26 @@ class FakeConfluence:
         if any(e.startswith("restrictions.read") for e in expand):
             out["restrictions"] = {"read": self._v1_restriction(p, cloud=False)}
         return out
+
+
+def _dc_time(t: datetime, zone: tzinfo) -> str:
+    """Data Center's form: milliseconds and the server's offset, ``Z`` when it is zero."""
+    local = t.astimezone(zone)
+    offset = local.utcoffset() or timedelta(0)
+    if not offset:
+        return local.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    sign = "-" if offset < timedelta(0) else "+"
+    minutes = abs(int(offset.total_seconds())) // 60
+    return local.strftime("%Y-%m-%dT%H:%M:%S.000") + f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def _cql_date(text: str) -> datetime:
+    for fmt in ("%Y/%m/%d %H:%M", "%Y-%m-%d %H:%M", "%Y/%m/%d", "%Y-%m-%d"):
+        try:
+            return datetime.strptime(text, fmt)
+        except ValueError:
+            continue
+    raise _Reply(400, {"statusCode": 400, "message": f"Could not parse cql date {text!r}"})
 
 
 def _iso(t: datetime) -> str:
