@@ -59,6 +59,7 @@ bench: setup
 	$(BIN)/python bench/bench_confluence.py
 
 SCIFACT ?= ../shared/bench/scifact
+CORPORA ?= ../shared/corpora
 EVAL_CONFIGS ?= dense,bm25,rrf,rrf:0.6,convex:0.4,convex:0.5,convex:0.7,default
 
 eval: setup
@@ -71,6 +72,13 @@ eval: setup
 	$(BIN)/citewise ingest --all || [ $$? -eq 3 ]
 	$(BIN)/citewise eval --qa demo/golden-set.jsonl --configs $(EVAL_CONFIGS) \
 		--out bench/results/golden-set.json
+	@if [ -d $(CORPORA)/gitlab-com-runbooks ]; then \
+		$(BIN)/citewise --config bench/corpora.toml ingest --all || [ $$? -eq 3 ]; \
+		$(BIN)/citewise --config bench/corpora.toml eval --qa bench/golden/shared-corpora.jsonl \
+			--configs default --out bench/results/shared-corpora.json; \
+	else \
+		echo "skipping the shared-corpora golden set: $(CORPORA) is absent"; \
+	fi
 
 clean:
 	rm -rf data

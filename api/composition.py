@@ -17,7 +17,7 @@ from citewise.index.sparse import Bm25Encoder
 from citewise.index.vector_index import VectorIndex
 from citewise.ingest.jobs import JobQueue
 from citewise.ingest.pipeline import IngestPipeline
-from citewise.retrieval.answer import AnswerService
+from citewise.retrieval.answering import AnswerService
 from citewise.retrieval.fusion import FusionConfig
 from citewise.retrieval.library import DeclaredSource, LibraryService
 from citewise.retrieval.llm import LLMClient
@@ -142,7 +142,7 @@ def build_services(settings: Settings) -> Services:
             timeout=settings.llm_timeout,
         )
     answers = AnswerService(
-        search=search, dense=dense, sparse=sparse, min_score=settings.answer_min_score, llm=llm
+        search=search, dense=dense, catalog=catalog, min_score=settings.answer_min_score, llm=llm,
     )
     return Services(
         settings=settings,

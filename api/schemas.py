@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from citewise.retrieval.answer import Answer
+from citewise.retrieval.answering import Answer
 from citewise.retrieval.search import SearchResult
 
 

@@ -147,7 +147,8 @@ class Settings(BaseSettings):
     )
     rerank_timeout: float = Field(default=10.0, description="Seconds per rerank request.")
     answer_min_score: float = Field(
-        default=0.30, description="Below this evidence score /v1/answer abstains."
+        default=0.32, description="Below this evidence score /v1/answer abstains "
+        "(calibrated on the golden sets' tune split, see docs/quality.md)."
     )
 
     # API

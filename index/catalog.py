@@ -15,7 +15,7 @@ import json
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +24,7 @@ from typing import Any
 import sqlite_utils
 
 from citewise.errors import BackendError, ConfigError
+from citewise.index.outline import Outline
 from citewise.types import Chunk
 
 CHUNK_NAMESPACE = uuid.UUID("5b0c1f3e-8a0e-4d8e-9a51-3c7f0f2e9d11")
@@ -141,6 +142,13 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX pending_writes_source ON pending_writes(source);
     ALTER TABLE sources ADD COLUMN healthy_documents INTEGER;
+    """,
+    # 4: the outline of each prose document's live version (sections and blocks, for answers).
+    """
+    CREATE TABLE outlines (
+        document_id TEXT PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,
+        outline TEXT NOT NULL
+    );
     """,
 ]
 
@@ -391,24 +399,29 @@ class Catalog:
             return self.db["documents"].count
         return self.db["documents"].count_where(" AND ".join(where), args)
 
-    def current_versions(self, doc_ids: Iterable[str]) -> dict[str, str]:
-        ids = list(set(doc_ids))
-        out: dict[str, str] = {}
-        for i in range(0, len(ids), 500):
-            part = ids[i : i + 500]
-            marks = ",".join("?" * len(part))
-            for row in self._conn().execute(
-                f"SELECT id, version FROM documents WHERE id IN ({marks})", part
-            ):
-                out[row["id"]] = row["version"]
-        return out
+    def _where_in(self, sql: str, ids: Iterable[str]) -> Iterator[sqlite3.Row]:
+        """Rows of ``sql`` (with ``{marks}`` for the placeholders) for these ids, asked 500 at
+        a time: SQLite caps the number of parameters of one statement."""
+        unique = list(set(ids))
+        for i in range(0, len(unique), 500):
+            part = unique[i : i + 500]
+            yield from self._conn().execute(sql.format(marks=",".join("?" * len(part))), part)
 
-    def save_document(self, record: DocumentRecord, chunks: list[Chunk], ids: list[str]) -> None:
-        """Make ``record`` (and its chunks) the live version of the document, atomically."""
+    def current_versions(self, doc_ids: Iterable[str]) -> dict[str, str]:
+        return {row["id"]: row["version"] for row in self._where_in(
+            "SELECT id, version FROM documents WHERE id IN ({marks})", doc_ids)}
+
+    def save_document(self, record: DocumentRecord, chunks: list[Chunk], ids: list[str],
+                      outline: Outline | None = None) -> None:
+        """Make ``record`` (its chunks and outline) the live version of the document, atomically."""
         with self.transaction():
             conn = self._conn()
             conn.execute("DELETE FROM chunks WHERE document_id = ?", [record.id])
+            conn.execute("DELETE FROM outlines WHERE document_id = ?", [record.id])
             self.db["documents"].upsert(record.to_row(), pk="id")
+            if outline is not None:
+                conn.execute("INSERT INTO outlines (document_id, outline) VALUES (?, ?)",
+                             [record.id, outline.to_json()])
             self.db["chunks"].insert_all(
                 (
                     {
@@ -428,8 +441,14 @@ class Catalog:
                 fields[key] = json.dumps(fields[key], sort_keys=True, default=str)
         self.db["documents"].update(doc_id, fields)
 
+    def outlines(self, doc_ids: Iterable[str]) -> dict[str, Outline]:
+        """The outlines of these documents' live versions (prose documents have one)."""
+        return {doc_id: Outline.from_json(text) for doc_id, text in self._where_in(
+            "SELECT document_id, outline FROM outlines WHERE document_id IN ({marks})", doc_ids)}
+
     def delete_document(self, doc_id: str) -> None:
         with self.transaction():
+            self._conn().execute("DELETE FROM outlines WHERE document_id = ?", [doc_id])
             self._conn().execute("DELETE FROM chunks WHERE document_id = ?", [doc_id])
             self._conn().execute("DELETE FROM documents WHERE id = ?", [doc_id])
 
@@ -440,10 +459,10 @@ class Catalog:
         self.db["pending_writes"].upsert(row, pk="document_id")
 
     def commit_write(self, pending: PendingWrite, record: DocumentRecord, chunks: list[Chunk],
-                     ids: list[str]) -> None:
+                     ids: list[str], outline: Outline | None = None) -> None:
         """Make ``record`` live and mark the swap committed, in one transaction."""
         with self.transaction():
-            self.save_document(record, chunks, ids)
+            self.save_document(record, chunks, ids, outline)
             self._conn().execute(
                 "UPDATE pending_writes SET phase = 'committed' WHERE document_id = ?",
                 [pending.document_id],
@@ -486,6 +505,21 @@ class Catalog:
             if doc_id in out:
                 out[doc_id][1].add(chunk_id)
         return out
+
+    def titles_hidden_from(self, principals: list[str]) -> list[str]:
+        """Titles of the documents none of ``principals`` may read."""
+        marks = ",".join("?" * len(principals)) or "NULL"
+        sql = ("SELECT DISTINCT title FROM documents d WHERE NOT EXISTS "
+               f"(SELECT 1 FROM json_each(d.readers) WHERE value IN ({marks}))")
+        return [r[0] for r in self._conn().execute(sql, list(principals))]
+
+    def path_mentions(self, word: str, principals: list[str]) -> bool:
+        """Whether the path of a document one of ``principals`` may read contains ``word``
+        (case-insensitive): an alert whose runbook is named after it but never says it."""
+        marks = ",".join("?" * len(principals)) or "NULL"
+        sql = ("SELECT 1 FROM documents d WHERE instr(lower(d.path), ?) > 0 AND EXISTS "
+               f"(SELECT 1 FROM json_each(d.readers) WHERE value IN ({marks})) LIMIT 1")
+        return self._conn().execute(sql, [word.lower(), *principals]).fetchone() is not None
 
     def all_blob_keys(self) -> set[str]:
         return {r[0] for r in self._conn().execute("SELECT DISTINCT blob_key FROM documents")}

@@ -148,6 +148,11 @@ class DenseEncoder:
             self._tokenizer.no_padding()
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
+    def word_pieces(self, word: str) -> int:
+        """How many pieces the model's vocabulary splits a word into: 1 for a common word,
+        more for a rare one or a name (a cheap "is this ordinary English?" test)."""
+        return self.count_tokens(word)
+
     def embed_query(self, text: str) -> list[float]:
         vec = self.model.encode([text], normalize_embeddings=True, show_progress_bar=False)
         return vec[0].astype(np.float32).tolist()

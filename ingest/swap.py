@@ -40,6 +40,7 @@ from collections.abc import Sequence
 
 from citewise.index.blobs import BlobStore
 from citewise.index.catalog import Catalog, DocumentRecord, PendingWrite
+from citewise.index.outline import Outline
 from citewise.index.vector_index import ChunkPoint, VectorIndex
 from citewise.types import Chunk
 
@@ -90,6 +91,7 @@ class VersionSwap:
         points: Sequence[ChunkPoint],
         content: bytes,
         previous: DocumentRecord | None,
+        outline: Outline | None = None,
     ) -> None:
         """Make ``record`` (with its chunks and points) the live version of its document."""
         pending = PendingWrite(
@@ -107,7 +109,7 @@ class VersionSwap:
         for start in range(0, len(points), _UPSERT_BATCH):
             self.index.upsert(points[start:start + _UPSERT_BATCH])
         crash_point("upsert")
-        self.catalog.commit_write(pending, record, chunks, [p.id for p in points])
+        self.catalog.commit_write(pending, record, chunks, [p.id for p in points], outline)
         crash_point("commit")
         self._finish_write(pending)
 

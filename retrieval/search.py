@@ -125,6 +125,15 @@ class SearchService:
                 self._query_vectors.popitem(last=False)
         return vec
 
+    def corpus_has(self, word: str, identity: Identity) -> bool:
+        """Whether any passage ``identity`` may read contains ``word`` (as BM25 reads it)."""
+        sparse = self.sparse.embed_query(word)
+        if not sparse.indices:
+            return True  # a stop word
+        hits = self.index.search(sparse, filter=IndexFilter(readers=identity.principals()),
+                                 limit=1)
+        return bool(hits)
+
     def search(
         self,
         query: str,
@@ -209,14 +218,18 @@ class SearchService:
 
 
 def chunk_link(p: ChunkPayload) -> str | None:
-    """The most precise link to a chunk: its lines or its heading, else its document.
+    """The most precise link to a chunk: its lines or its heading, else its document."""
+    return line_link(p.url, p.link_template, p.anchor, p.start_line, p.end_line)
+
+
+def line_link(url: str | None, template: str | None, anchor: str | None, start: int | None,
+              end: int | None) -> str | None:
+    """The most precise link to lines or a heading of a document, else the document.
 
     A connector's ``link_template`` (``.../blob/<sha>/app.py#L{start}-L{end}``) is pinned to the
     indexed commit, so the link shows exactly the lines that were indexed even after the branch
     moves on.
     """
-    url, anchor, template = p.url, p.anchor, p.link_template
-    start, end = p.start_line, p.end_line
     if template:
         needs_lines = "{start}" in template or "{end}" in template
         if not (needs_lines and start is None) and not ("{anchor}" in template and not anchor):

@@ -95,7 +95,10 @@ def ask(obj, question, user, groups, as_json) -> None:
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
-    click.echo(textwrap.fill(result["answer"], 100))
+    # The answer is Markdown: steps and code blocks keep their lines.
+    click.echo(result["answer"])
+    if result.get("abstained") and result.get("reason"):
+        click.echo(f"  ({result['reason']})")
     for c in result["citations"]:
         where = c.get("url") or f"{c['source']}/{c.get('path') or ''}"
         lines = f" (lines {c['start_line']}-{c['end_line']})" if c.get("start_line") else ""

@@ -92,9 +92,8 @@ def run_golden_set(
     for s in search:
         lines.append(f"| {s['config']} | {s['hit@1']:.3f} | {s['hit@3']:.3f} | {s['hit@5']:.3f}"
                      f" | {s['hit@10']:.3f} | {s['mrr@10']:.3f} | {s['p50_ms']:.1f} |")
-    summary = {k: v for k, v in answers.items() if k != "problems"}
     table = ("\n".join(lines) + "\n\nAnswers (/v1/answer, default configuration)\n\n"
-             + qa_table(summary))
+             + qa_table(answers))
     for p in answers["problems"]:
         echo(f"  answer problem: {json.dumps(p)}")
     figures = {"file": str(qa_file), "questions": len(questions), "search": search,

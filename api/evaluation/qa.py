@@ -7,9 +7,15 @@
     {"question": "Who won the 1998 World Cup?", "relevant": [], "answerable": false}
 
 ``relevant`` names documents as ``<source>/<path>``; optional ``user`` and ``groups`` ask as
-that identity (for restricted documents). Search is scored on answerable questions (does a
-relevant document come back, how high); answers on all of them: citations should point at
-relevant documents, answerable questions should be answered and the others should abstain.
+that identity (for restricted documents). ``must_contain_any`` lists strings of which an
+answer must quote at least one (the command, the value, the name asked for): the answer is
+right only if it carries the key fact, not merely if it cites the right page. ``kind`` says
+what shape the answer should take (action, alert, fact, code, definition...) and ``split``
+(tune or test) keeps apart the questions thresholds were tuned on and those that measure them.
+
+Search is scored on answerable questions (does a relevant document come back, how high);
+answers on all of them: the key fact in the answer, citations that point at relevant
+documents, answerable questions answered and the others abstained.
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ class GoldenQuestion:
     relevant: list[str]
     answerable: bool
     identity: Identity = field(default_factory=Identity.anonymous)
+    must_contain_any: list[str] = field(default_factory=list)
+    kind: str = "general"
+    split: str = "test"
 
 
 def load_golden_set(path: Path | str) -> list[GoldenQuestion]:
@@ -50,6 +59,9 @@ def load_golden_set(path: Path | str) -> list[GoldenQuestion]:
                 relevant=[str(r).strip("/") for r in row.get("relevant", [])],
                 answerable=bool(row.get("answerable", True)),
                 identity=Identity(row.get("user"), tuple(row.get("groups", ()))),
+                must_contain_any=[str(m) for m in row.get("must_contain_any", [])],
+                kind=str(row.get("kind", "general")),
+                split=str(row.get("split", "test")),
             )
         except (ValueError, KeyError, TypeError) as e:
             raise InvalidRequestError(
@@ -107,38 +119,83 @@ def evaluate_search(search, questions: list[GoldenQuestion], config: RetrievalCo
     }
 
 
+def _normal(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def has_key_fact(answer_text: str, must_contain_any: list[str]) -> bool:
+    """Whether the answer quotes one of the strings (case and spacing aside)."""
+    text = _normal(answer_text.replace("`", ""))
+    return any(_normal(m.replace("`", "")) in text for m in must_contain_any)
+
+
 def evaluate_answers(answers, questions: list[GoldenQuestion]) -> dict:
-    """Citation precision, answered share of answerable ones, abstained share of the others."""
-    cited = relevant_cited = first_relevant = answered = abstained = 0
-    wrong: list[dict] = []
-    answerable = [q for q in questions if q.answerable]
-    unanswerable = [q for q in questions if not q.answerable]
-    for q in answerable:
+    """Key fact in the answer, citation precision, answered and abstained shares; overall and
+    per split (tune/test) and kind."""
+    rows = []
+    for q in questions:
+        started = time.perf_counter()
         a = answers.answer(q.question, q.identity)
-        if a.abstained:
-            wrong.append({"question": q.question, "problem": "abstained"})
-            continue
-        answered += 1
+        ms = (time.perf_counter() - started) * 1000
         keys = [_doc_key(c.source, c.path, c.document_id) for c in a.citations]
-        cited += len(keys)
-        relevant_cited += sum(k in q.relevant for k in keys)
-        first_relevant += bool(keys) and keys[0] in q.relevant
-        if not keys or keys[0] not in q.relevant:
-            wrong.append({"question": q.question, "problem": "first citation not relevant",
-                          "cited": keys, "relevant": q.relevant})
-    for q in unanswerable:
-        a = answers.answer(q.question, q.identity)
-        if a.abstained:
-            abstained += 1
-        else:
-            wrong.append({"question": q.question, "problem": "answered an unanswerable question",
-                          "evidence": round(a.evidence, 3)})
+        rows.append({
+            "q": q, "abstained": a.abstained, "ms": ms, "keys": keys,
+            "key_fact": bool(q.must_contain_any) and not a.abstained
+            and has_key_fact(a.answer, q.must_contain_any),
+            "answer": a.answer, "reason": a.reason, "kind": a.kind, "evidence": a.evidence,
+        })
+    out = _answer_figures(rows)
+    out["by_split"] = {split: _answer_figures([r for r in rows if r["q"].split == split])
+                       for split in sorted({r["q"].split for r in rows})}
+    out["by_kind"] = {kind: _answer_figures([r for r in rows if r["q"].kind == kind])
+                      for kind in sorted({r["q"].kind for r in rows})}
+    for part in (*out["by_split"].values(), *out["by_kind"].values()):
+        part.pop("problems", None)
+    return out
+
+
+def _answer_figures(rows: list[dict]) -> dict:
+    answerable = [r for r in rows if r["q"].answerable]
+    unanswerable = [r for r in rows if not r["q"].answerable]
+    answered = [r for r in answerable if not r["abstained"]]
+    with_facts = [r for r in answerable if r["q"].must_contain_any]
+    cited = sum(len(r["keys"]) for r in answered)
+    relevant_cited = sum(sum(k in r["q"].relevant for k in r["keys"]) for r in answered)
+    first_relevant = sum(bool(r["keys"]) and r["keys"][0] in r["q"].relevant for r in answered)
+    timings = sorted(r["ms"] for r in rows)
+    problems = []
+    for r in answerable:
+        q = r["q"]
+        if r["abstained"]:
+            problems.append({"question": q.question, "problem": "abstained",
+                             "reason": r["reason"]})
+        elif q.must_contain_any and not r["key_fact"]:
+            problems.append({"question": q.question, "problem": "key fact missing",
+                             "kind": q.kind, "answered_as": r["kind"],
+                             "wanted": q.must_contain_any, "cited": r["keys"]})
+        elif not r["keys"] or r["keys"][0] not in q.relevant:
+            problems.append({"question": q.question, "problem": "first citation not relevant",
+                             "cited": r["keys"], "relevant": q.relevant})
+    for r in unanswerable:
+        if not r["abstained"]:
+            problems.append({"question": r["q"].question,
+                             "problem": "answered an unanswerable question",
+                             "evidence": round(r["evidence"], 3), "cited": r["keys"]})
     return {
         "answerable": len(answerable),
         "unanswerable": len(unanswerable),
-        "answered_share": answered / max(1, len(answerable)),
+        "answered_share": len(answered) / max(1, len(answerable)),
+        "key_fact_share": sum(r["key_fact"] for r in with_facts) / max(1, len(with_facts)),
         "citation_precision": relevant_cited / max(1, cited),
-        "first_citation_relevant": first_relevant / max(1, answered),
-        "abstained_share": abstained / max(1, len(unanswerable)),
-        "problems": wrong,
+        "first_citation_relevant": first_relevant / max(1, len(answered)),
+        "abstained_share": sum(r["abstained"] for r in unanswerable) / max(1, len(unanswerable)),
+        "p50_ms": _percentile(timings, 50),
+        "p95_ms": _percentile(timings, 95),
+        "problems": problems,
     }
+
+
+def _percentile(values: list[float], pct: float) -> float:
+    if not values:
+        return 0.0
+    return values[min(len(values) - 1, round(pct / 100 * (len(values) - 1)))]

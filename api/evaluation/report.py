@@ -36,13 +36,30 @@ LATENCY_NOTE = (
 )
 
 
-def qa_table(summary: dict) -> str:
-    rows = ["| measure | value |", "| --- | ---: |"]
-    for key, value in summary.items():
-        if isinstance(value, float):
-            rows.append(f"| {key} | {value:.3f} |")
-        elif isinstance(value, int):
-            rows.append(f"| {key} | {value} |")
+ANSWER_MEASURES = (
+    ("answerable", "answerable questions"),
+    ("unanswerable", "unanswerable questions"),
+    ("key_fact_share", "key fact in the answer"),
+    ("citation_precision", "citations relevant"),
+    ("first_citation_relevant", "first citation relevant"),
+    ("answered_share", "answerable answered"),
+    ("abstained_share", "unanswerable abstained"),
+    ("p50_ms", "p50 ms"),
+    ("p95_ms", "p95 ms"),
+)
+
+
+def qa_table(answers: dict) -> str:
+    """Answer measures, overall and per split (tune: what thresholds were set on; test: the
+    rest)."""
+    splits = list((answers.get("by_split") or {}).items())
+    head = "| measure | all |" + "".join(f" {name} |" for name, _ in splits)
+    rows = [head, "| --- | ---: |" + " ---: |" * len(splits)]
+    for key, label in ANSWER_MEASURES:
+        values = [answers.get(key)] + [part.get(key) for _, part in splits]
+        cells = [f"{v:.3f}" if isinstance(v, float) and not key.endswith("_ms") else
+                 f"{v:.0f}" if isinstance(v, float) else str(v) for v in values]
+        rows.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 

@@ -34,7 +34,8 @@ class SectionChunker:
 
     # Part of every prose document's index signature: bump it when chunks would come out
     # differently, and the next run re-chunks (and only re-embeds what changed).
-    version = "sections-v1"
+    # v2: documents also store their outline (ingest/outline.py), which answers are built from.
+    version = "sections-v3"
 
     def __init__(self, count_tokens: Callable[[str], int], max_tokens: int = 200) -> None:
         self.count_tokens = count_tokens

@@ -1,75 +1,374 @@
-"""Extractive cited answers, abstention, and the optional OpenAI-compatible LLM path."""
+"""Cited answers in the shape the question wants: steps in order with their commands, facts with
+their headers, code with its signature; honest abstention; the optional OpenAI-compatible LLM.
+
+The knowledge base is written here (real files, real pipeline, real model): a runbook with
+numbered steps and commands, a service catalog table, a restricted procedure that a public page
+points at, and a Python module.
+"""
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
 from citewise.ingest.jobs import run_source
-from citewise.retrieval.answer import AnswerService
+from citewise.retrieval.answering import AnswerService
+from citewise.retrieval.answering.markdown import blocks_from_markdown
+from citewise.retrieval.answering.question import analyse
 from citewise.retrieval.llm import LLMClient
+from citewise.settings import SourceConfig
 from citewise.types import Identity
-from tests.kb import folder_source
+from tests.kb import folder_source, write, write_kb
 
 ANON = Identity.anonymous()
+SECURITY = Identity(user="c", groups=("security",))
+
+FAILOVER = """
+---
+title: Cache failover
+service: cache
+owner: team-cache
+alerts: [CachePrimaryDown]
+---
+# Cache failover
+
+## What the alert means
+
+- **`CachePrimaryDown`** fires when the cache primary has not answered health checks for two
+  minutes.
+
+## Diagnosis
+
+Check which node is primary:
+
+```bash
+cachectl status --cluster main
+```
+
+## Mitigation
+
+If the primary is gone for good, fail over in this order:
+
+1. Freeze writes from the checkout service.
+   ```bash
+   ffctl set checkout.cache_writes false --env prod
+   ```
+2. Promote the replica with the smallest lag.
+   ```bash
+   cachectl promote --cluster main --replica cache-2
+   ```
+   Promotion takes about a minute.
+3. Restart the checkout pods so they reconnect.
+   ```bash
+   kubectl -n checkout rollout restart deploy/checkout
+   ```
+4. Turn writes back on once the new primary answers.
+
+## Related
+
+- Queue backlog runbook
+"""
+CATALOG = """
+---
+title: Service catalog
+---
+# Service catalog
+
+Every service, its owner and its tier.
+
+| Service | Owner | Tier | Repository |
+|---|---|---|---|
+| ledger-service | team-ledger | 0 | acme/ledger |
+| search-indexer + search-prod (OpenSearch) | team-catalog | 1 | acme/search-indexer |
+| notification-service | team-growth | 2 | acme/notify |
+"""
+POINTER = """
+---
+title: Provider webhook backlog
+---
+# Provider webhook backlog
+
+## Mitigation
+
+- Scale the webhook worker: `kubectl scale deploy/webhook-worker --replicas=12`.
+- Rotating provider credentials is a restricted procedure covered in Rotating the provider
+  signing keys.
+"""
+ROTATION = """
+---
+title: Rotating the provider signing keys
+readers: [group:security]
+---
+# Rotating the provider signing keys
+
+## Procedure
+
+1. Open a ticket in SEC.
+2. Generate the new key in the provider portal: `providerctl keys create --scope payments`.
+3. Switch traffic to the new key.
+"""
+COMPACTOR = """
+---
+title: Compactor restarts
+---
+# Compactor restarts
+
+## Corrupted blocks
+
+Sometimes a block in the bucket is corrupted and the compactor crashes on it, restarts, and
+crashes again. The log then says:
+
+```
+level=error msg="compaction failed for group 0@tenant-7" block=01HABCDEF
+```
+
+The interesting parts of that message are:
+
+1. the group, which tells you the tenant;
+2. the block id, which is what you delete.
+
+The data in a corrupted block cannot be recovered. Delete the block, then watch the log:
+
+```bash
+objstore rm --bucket metrics-prod 01HABCDEF/
+```
+"""
+ORDERS_DB = """
+---
+title: Orders database access
+---
+# Orders database access
+
+## Connecting
+
+To connect to the orders database, there are two options:
+
+1. Connect from the command line
+2. Connect from the web console (read-only)
+
+### Connect from the command line
+
+Request read access first, then run:
+
+```bash
+pgproxy connect orders-prod --role readonly
+```
+
+### Connect from the web console
+
+Open the console and pick the `orders-prod` instance.
+"""
+RETENTION = """
+---
+title: Catalog hygiene
+---
+# Catalog hygiene
+
+## Reviews
+
+Catalog entries are reviewed by the platform team. Entries that nobody claims are archived
+after 90 days. Archived entries can be restored by any engineer.
+"""
+CODE = '''"""Ingest guards."""
 
 
-@pytest.fixture
-def services(make_services, kb):
-    s = make_services()
-    run_source(s.pipeline, folder_source(kb), trigger="t")
-    return s
+def refuse_mass_deletion(gone: int, existing: int, force: bool) -> None:
+    """Refuse a run that would delete most of a source, unless forced.
+
+    An emptied checkout looks exactly like everything was deleted.
+    """
+    if not force and gone > existing / 2:
+        raise RuntimeError("refusing")
+'''
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory, dense):
+    from citewise.api.composition import build_services
+    from citewise.settings import Settings
+
+    base = tmp_path_factory.mktemp("answers")
+    docs = base / "docs"
+    write(docs, "runbooks/cache-failover.md", FAILOVER)
+    write(docs, "wiki/service-catalog.md", CATALOG)
+    write(docs, "runbooks/webhook-backlog.md", POINTER)
+    write(docs, "runbooks/rotate-signing-keys.md", ROTATION)
+    write(docs, "runbooks/compactor-restarts.md", COMPACTOR)
+    write(docs, "wiki/orders-database-access.md", ORDERS_DB)
+    write(docs, "wiki/catalog-hygiene.md", RETENTION)
+    repo = base / "repo"
+    write(repo, "guards.py", CODE)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@e",
+                    "commit", "-qm", "init"], check=True)
+    s = build_services(Settings(data_dir=base / "data"))
+    assert run_source(s.pipeline, folder_source(docs), trigger="t").status == "succeeded"
+    code = SourceConfig(name="code", type="git", path=str(repo), readers=["public"])
+    assert run_source(s.pipeline, code, trigger="t").status == "succeeded"
+    yield s
+    s.close()
 
 
 def markers(text: str) -> set[int]:
     return {int(n) for n in re.findall(r"\[(\d+)\]", text)}
 
 
-def test_answer_cites_every_sentence(services):
-    answer = services.answers.answer("How do I fail over the Redis primary?", ANON)
-    assert not answer.abstained
-    assert answer.citations
-    assert markers(answer.answer) == {c.n for c in answer.citations}
-    # Every sentence ends with a marker.
-    for sentence in re.split(r"(?<=\])\s+", answer.answer.strip()):
-        assert re.search(r"\[\d+\]$", sentence), sentence
-    first = answer.citations[0]
-    assert first.path == "runbooks/redis-failover.md"
-    assert first.quote and first.quote.split("\n")[0] in services.catalog.chunks_of(
-        first.document_id
-    )[0]["text"] + "".join(c["text"] for c in services.catalog.chunks_of(first.document_id))
+def test_question_shapes():
+    assert analyse("What do I do when CachePrimaryDown fires?").kind == "alert"
+    assert analyse("how do I fail over the cache?").kind == "action"
+    assert analyse("Checkout is slow and the cache keeps timing out").kind == "action"
+    assert analyse("who owns the search service?").kind == "fact"
+    assert analyse("If the primary ignores a page for five minutes, who is paged?").kind == "fact"
+    assert analyse("Which function refuses a mass deletion?").kind == "code"
+    assert analyse("What is an error budget?").kind == "definition"
+    assert analyse("How do I fail over the cockroachdb cluster?").names == []
+    assert "UH" in analyse("What does the response flag UH mean?").names
 
 
-def test_unrelated_question_abstains(services):
-    answer = services.answers.answer("What is the best recipe for sourdough bread?", ANON)
-    assert answer.abstained
-    assert answer.citations == []
-    assert "could not find" in answer.answer
+def test_steps_stay_whole_and_in_order_with_their_commands(services):
+    answer = services.answers.answer("how do I fail over the cache?", ANON)
+    assert answer.kind == "action" and not answer.abstained
+    steps_block = next(b for b in answer.blocks if b.type == "steps")
+    texts = [s.text for s in steps_block.steps]
+    assert texts[0].startswith("Freeze writes") and texts[-1].startswith("Turn writes back on")
+    assert len(texts) == 4 and steps_block.ordered
+    assert steps_block.steps[1].code[0].text == \
+        "cachectl promote --cluster main --replica cache-2"
+    assert steps_block.steps[1].code[0].language == "bash"
+    assert "Promotion takes about a minute." in steps_block.steps[1].notes
+    # The sentence that frames the steps comes with them.
+    assert answer.blocks[0].type == "paragraph"
+    assert answer.blocks[0].text.startswith("If the primary is gone for good")
+    # The Markdown keeps numbered steps and fenced commands, in order, all cited.
+    md = answer.answer
+    assert md.index("1. Freeze writes") < md.index("2. Promote") < md.index("3. Restart")
+    assert "   ```bash\n   cachectl promote --cluster main --replica cache-2\n   ```" in md
+    (citation,) = answer.citations
+    assert citation.heading == "Mitigation" and citation.path == "runbooks/cache-failover.md"
+    assert markers(md) == {1}
+    # Diagnosis commands and the Related list are not the answer to "how do I fail over".
+    assert "cachectl status" not in md and "Queue backlog" not in md
 
 
-def test_restricted_evidence_is_not_used_for_outsiders(services):
-    q = "How often are the payment provider keys rotated and where are they stored?"
-    outsider = services.answers.answer(q, ANON)
-    assert all("rotate-payment-keys" not in (c.path or "") for c in outsider.citations)
-    assert "vault" not in outsider.answer
-    insider = services.answers.answer(q, Identity(user="c", groups=("security",)))
+def test_an_alert_question_gets_its_meaning_then_the_steps(services):
+    answer = services.answers.answer("What do I do when CachePrimaryDown fires?", ANON)
+    assert answer.kind == "alert"
+    assert answer.blocks[0].type == "paragraph" and "CachePrimaryDown" in answer.blocks[0].text
+    assert any(b.type == "steps" for b in answer.blocks)
+    assert "cachectl promote" in answer.answer
+
+
+def test_a_procedure_in_prose_keeps_its_commands_in_order(services):
+    """No numbered steps, commands between paragraphs: the section reads in order, and the
+    list of what a log line means is not mistaken for the steps."""
+    a = services.answers.answer(
+        "the compactor keeps crashing with compaction failed, how do I fix it?", ANON)
+    assert not a.abstained
+    assert a.citations[0].path == "runbooks/compactor-restarts.md"
+    assert "objstore rm --bucket metrics-prod 01HABCDEF/" in a.answer
+    assert a.answer.index("compaction failed for group") < a.answer.index("objstore rm")
+    assert [b.type for b in a.blocks][:2] == ["paragraph", "code"]
+    assert any(b.type == "code" and b.text.startswith("objstore rm") for b in a.blocks)
+
+
+def test_a_list_of_links_to_sections_is_not_the_steps(services):
+    a = services.answers.answer("how do I connect to the orders database from the command "
+                                "line?", ANON)
+    assert "pgproxy connect orders-prod --role readonly" in a.answer
+    assert a.citations[0].heading.endswith("Connect from the command line")
+
+
+def test_a_how_do_i_check_question_gets_the_diagnosis(services):
+    a = services.answers.answer("CachePrimaryDown fired, how do I check which node is "
+                                "primary?", ANON)
+    assert "cachectl status --cluster main" in a.answer
+    assert "cachectl promote" not in a.answer
+
+
+def test_a_how_long_question_gets_the_sentence_with_the_number(services):
+    a = services.answers.answer("how long before an unclaimed catalog entry gets archived?",
+                                ANON)
+    assert a.kind == "fact"
+    assert "90 days" in a.answer
+    assert a.citations[0].path == "wiki/catalog-hygiene.md"
+
+
+def test_a_table_fact_carries_its_column_header(services):
+    answer = services.answers.answer("who owns the search service?", ANON)
+    assert answer.kind == "fact"
+    facts = [(b.label, b.value) for b in answer.blocks if b.type == "fact"]
+    assert facts[0] == ("Owner", "team-catalog")
+    assert ("Service", "search-indexer + search-prod (OpenSearch)") in facts
+    assert "**Owner:** team-catalog" in answer.answer
+    assert "|" not in answer.answer  # never a raw pipe row without its headers
+
+
+def test_a_front_matter_fact(services):
+    answer = services.answers.answer("who owns the cache failover?", ANON)
+    facts = {b.label: b.value for b in answer.blocks if b.type == "fact"}
+    assert facts.get("Owner") == "team-cache"
+
+
+def test_a_code_answer_carries_the_signature_and_the_lines(services):
+    answer = services.answers.answer(
+        "Which function refuses a run that would delete most of a source?", ANON)
+    assert answer.kind == "code"
+    code = next(b for b in answer.blocks if b.type == "code")
+    assert code.text.strip().startswith("def refuse_mass_deletion(gone: int, existing: int")
+    assert code.language == "python"
+    (citation,) = answer.citations
+    assert citation.path == "guards.py" and citation.start_line == 4 and citation.end_line
+    assert "Refuse a run that would delete most of a source" in answer.blocks[0].text
+
+
+def test_a_pointer_to_a_restricted_runbook_is_no_answer(services):
+    outsider = services.answers.answer("How do I rotate the provider signing keys?", ANON)
+    assert outsider.abstained, outsider.answer
+    assert "providerctl" not in outsider.answer and "Rotating the provider" not in outsider.answer
+    insider = services.answers.answer("How do I rotate the provider signing keys?", SECURITY)
     assert not insider.abstained
-    assert insider.citations[0].path == "runbooks/secrets/rotate-payment-keys.md"
+    assert "providerctl keys create --scope payments" in insider.answer
+    assert insider.citations[0].path == "runbooks/rotate-signing-keys.md"
+
+
+@pytest.mark.parametrize("question", [
+    "What is the best recipe for sourdough bread?",
+    "How do I fail over the cockroachdb cluster?",  # close wording, a database never mentioned
+])
+def test_questions_the_knowledge_base_cannot_answer_abstain(services, question):
+    answer = services.answers.answer(question, ANON)
+    assert answer.abstained, answer.answer
+    assert answer.citations == [] and "could not find" in answer.answer and answer.reason
+
+
+def test_blocks_from_a_models_markdown():
+    blocks = blocks_from_markdown(
+        "Fail over like this [1]:\n\n1. Freeze writes [1]\n   ```bash\n   ffctl set x false\n"
+        "   ```\n2. Promote the replica [2]\n\n**Owner:** team-cache [3]\n")
+    assert [b.type for b in blocks] == ["paragraph", "steps", "fact"]
+    assert blocks[1].steps[0].code[0].text == "ffctl set x false"
+    assert blocks[1].citations == [1, 2]
+    assert (blocks[2].label, blocks[2].value, blocks[2].citations) == ("Owner", "team-cache",
+                                                                       [3])
 
 
 class _FakeOpenAI(BaseHTTPRequestHandler):
-    """An OpenAI-compatible endpoint: cites passage 1, plus a marker that points nowhere."""
+    """An OpenAI-compatible endpoint: answers with steps, and a marker that points nowhere."""
 
     seen: list = []
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         _FakeOpenAI.seen.append(body)
-        reply = {"choices": [{"message": {"content": "Run a manual Sentinel failover [1][9]."}}]}
+        content = ("Fail over in order [1]:\n\n1. Freeze writes [1]\n2. Promote the replica "
+                   "[1][9]\n")
+        reply = {"choices": [{"message": {"content": content}}]}
         data = json.dumps(reply).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -81,27 +380,38 @@ class _FakeOpenAI(BaseHTTPRequestHandler):
         pass
 
 
-def test_llm_answers_keep_only_valid_citations(services):
+def test_llm_answers_become_blocks_and_keep_only_valid_citations(services):
     server = HTTPServer(("127.0.0.1", 0), _FakeOpenAI)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         llm = LLMClient(f"http://127.0.0.1:{server.server_port}/v1", "test-model")
         answers = AnswerService(search=services.search, dense=services.dense,
-                                sparse=services.sparse, llm=llm)
-        answer = answers.answer("How do I fail over the Redis primary?", ANON)
+                                catalog=services.catalog, llm=llm)
+        answer = answers.answer("how do I fail over the cache?", ANON)
         assert answer.mode == "llm"
-        assert answer.answer == "Run a manual Sentinel failover [1]."
-        assert [c.n for c in answer.citations] == [1]
+        assert "[9]" not in answer.answer and [c.n for c in answer.citations] == [1]
+        assert [b.type for b in answer.blocks] == ["paragraph", "steps"]
         prompt = _FakeOpenAI.seen[-1]["messages"][-1]["content"]
-        assert "Sentinel" in prompt and "[1]" in prompt
-        assert "payment provider" not in prompt, "the model only sees readable passages"
+        assert "cachectl promote" in prompt  # the model reads the whole procedure
+        assert "providerctl" not in prompt, "the model only sees readable passages"
     finally:
         server.shutdown()
 
 
-def test_llm_outage_falls_back_to_extractive(services):
+def test_llm_outage_falls_back_to_extractive_and_says_why(services):
     llm = LLMClient("http://127.0.0.1:9/v1", "m", timeout=2)
     answers = AnswerService(search=services.search, dense=services.dense,
-                            sparse=services.sparse, llm=llm)
-    answer = answers.answer("How do I fail over the Redis primary?", ANON)
+                            catalog=services.catalog, llm=llm)
+    answer = answers.answer("how do I fail over the cache?", ANON)
     assert answer.mode == "extractive" and not answer.abstained and answer.citations
+    assert answer.reason and "model failed" in answer.reason
+
+
+def test_kb_answers_still_work(make_services, kb):
+    """The shared test knowledge base: an answer cites what it quotes."""
+    services = make_services()
+    run_source(services.pipeline, folder_source(kb), trigger="t")
+    write_kb(kb)
+    answer = services.answers.answer("How do I fail over the Redis primary?", ANON)
+    assert not answer.abstained and answer.citations[0].path == "runbooks/redis-failover.md"
+    assert markers(answer.answer) == {c.n for c in answer.citations}

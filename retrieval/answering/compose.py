@@ -1,0 +1,764 @@
+"""Extractive answers built from the units the sources offer, in the shape the question wants.
+
+* **Steps** ("what do I do", "how do I fail over"): the procedure section of the best document,
+  chosen by its heading (Mitigation, Procedure, Steps...) and by where the search hits fall, and
+  quoted whole and in order: every step with the commands fenced under it and what it says
+  after them, and the sentence that frames the list. An alert question gets what the alert
+  means first, then the steps.
+* **Facts** ("who owns", "which port", "how long"): a field of the document's front matter
+  (owner, service, severity), a table row with its column headers, or the one sentence that
+  holds the value.
+* **Code** ("which function..."): the function's signature and docstring, with file and lines.
+* **Definitions**: the paragraph that defines the term. Anything else: the best whole sentences.
+
+Never a fragment out of context: no "Related"/"See also" link lists, no table row without its
+headers, no sentence that only points at a document the caller may not read, nothing that merely
+restates the question (as a README's example of asking it does).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from citewise.index.catalog import DocumentRecord
+from citewise.index.dense import embedding_text
+from citewise.index.outline import Block, Item, Outline, Section
+from citewise.index.sparse import tokenize
+from citewise.retrieval.answering.model import AnswerBlock, Citation, CodeSnippet, Step
+from citewise.retrieval.answering.question import Question
+from citewise.retrieval.search import SearchResult, line_link
+
+ACTION_HEADING = re.compile(
+    r"(mitigat|remediat|resolut|resolv|\bfix|steps|procedure|recover|restor|roll ?back|"
+    r"what to do|how to|fail ?over|workaround|solution|response|actions?\b|runbook|repair|"
+    r"rotation|rotate|playbook|instructions)", re.I)
+MEANING_HEADING = re.compile(r"(alert|meaning|means|summary|overview|what|description|about)",
+                             re.I)
+DEFINITION_HEADING = re.compile(r"(what is|overview|summary|introduction|about|glossary|"
+                                r"definition|background|concepts?)", re.I)
+LISTING = re.compile(r"^\s*(what|which) are\b|^\s*(list|name) (the|all)\b", re.I)
+SKIP_HEADING = re.compile(r"^(related|see also|references|further reading|links|"
+                          r"related (alerts|links|runbooks|documents|pages)( and links)?)\b", re.I)
+# A question about finding the cause ("how do I check", "where do I start") wants the
+# Diagnosis section's steps, not the Mitigation's.
+DIAGNOSE = re.compile(r"\b(check|verify|inspect|diagnos\w*|investigat\w*|debug|troubleshoot\w*|"
+                      r"triage|where (do|should|can) (i|we) (start|begin|look)|"
+                      r"where to (start|begin|look)|(see|find out|tell) (if|whether)|why)\b",
+                      re.I)
+DIAGNOSIS_HEADING = re.compile(r"diagnos|investigat|triage|check|troubleshoot", re.I)
+# Subsections that are steps or alternatives of a procedure, not its parts (Meaning, Impact).
+STEP_HEADING = re.compile(r"^\s*(\d+[.)]|step\b|option\b|case\b|scenario\b|alternative\b|"
+                          r"if\b|when\b)", re.I)
+_NUMBERED = re.compile(r"^\s*\d+[.)]\s+")
+# A value asked for: how long, how many, what threshold. A sentence with a number answers it.
+QUANTITY = re.compile(r"\bhow (long|many|much|often|big|large|soon|fast|frequently)\b|"
+                      r"\bwhat ?(%|percent\w*)|\b(expiry|ttl|timeout|threshold|limits?|max(imum)?|"
+                      r"min(imum)?|values?|size|quota|retention|interval|port|sla|slo|deadline|"
+                      r"number of|cap|latest|earliest|version)\b", re.I)
+_NUMBER = re.compile(r"(?<![\w.-])\d+([.:,]\d+)*\s*(%|[a-zA-Z]{0,8})(?![\w-])")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])")
+_VALUE = re.compile(r"\d|`")
+LEXICAL_WEIGHT = 0.2
+# Search ranked the documents on more than one sentence can show (title, whole sections, BM25
+# over the corpus): a unit of the best document starts a little ahead.
+TOP_DOCUMENT_BONUS = 0.05
+MAX_STEPS = 10
+MAX_STEP_CHARS = 3500
+MAX_SENTENCE_CHARS = 500
+
+Scorer = Callable[[list[str]], np.ndarray]
+
+
+@dataclass
+class Evidence:
+    """What the composer may draw on: only passages and documents the caller may read."""
+
+    results: list[SearchResult]
+    outlines: dict[str, Outline]
+    records: dict[str, DocumentRecord]
+    relevance: dict[str, float]  # chunk id -> similarity to the question
+    hidden_titles: set[str] = field(default_factory=set)  # documents the caller may not read
+
+
+@dataclass
+class Composed:
+    blocks: list[AnswerBlock]
+    citations: list[Citation]
+    unit_score: float  # how close the chosen unit is to the question
+    documents: list[str]  # document ids the answer quotes
+
+
+class _Citations:
+    """Numbers passages as they are first quoted: one per document section."""
+
+    def __init__(self, evidence: Evidence) -> None:
+        self.ev = evidence
+        self.items: dict[tuple[str, str], Citation] = {}
+
+    def cite(self, doc_id: str, heading: str, anchor: str | None, start: int | None,
+             end: int | None, quote: str, *, symbol: str | None = None,
+             score: float = 0.0) -> int:
+        key = (doc_id, heading)
+        record = self.ev.records[doc_id]
+        if not score:
+            score = self._score(doc_id, heading)
+        if key not in self.items:
+            self.items[key] = Citation(
+                n=len(self.items) + 1, document_id=doc_id, source=record.source,
+                title=record.title, heading=heading, path=record.path,
+                url=line_link(record.url, record.link_template, anchor, start, end),
+                start_line=start, end_line=end, symbol=symbol, score=round(score, 6),
+                quote=quote.strip())
+            return self.items[key].n
+        c = self.items[key]
+        if quote.strip() and quote.strip() not in c.quote:
+            c.quote = f"{c.quote}\n{quote.strip()}".strip()
+        if start is not None:
+            c.start_line = min(filter(None, [c.start_line, start]))
+        if end is not None:
+            c.end_line = max(filter(None, [c.end_line, end]))
+        c.url = line_link(record.url, record.link_template, anchor, c.start_line, c.end_line)
+        return c.n
+
+    def all(self) -> list[Citation]:
+        return sorted(self.items.values(), key=lambda c: c.n)
+
+    def _score(self, doc_id: str, heading: str) -> float:
+        """The search score of the best hit in the cited section (or, failing that, in its
+        document): what the citation's passage scored when it was found."""
+        hits = [r for r in self.ev.results if r.document_id == doc_id]
+        inside = [r.score for r in hits if r.heading == heading
+                  or heading and r.heading.startswith(heading + " > ")]
+        return max(inside or [r.score for r in hits] or [0.0])
+
+
+class Composer:
+    def __init__(self, scorer: Scorer) -> None:
+        # ``scorer(texts)`` -> similarity of each text to the question (cosine).
+        self.score = scorer
+
+    def compose(self, q: Question, ev: Evidence) -> Composed | None:
+        if not ev.results:
+            return None
+        top = ev.results[0]
+        code_hit = next((r for r in ev.results[:5] if r.symbol), None)
+        # "How does the git connector hand the token to git?" reads as prose, but when the
+        # closest passages are functions, the function is the answer.
+        if code_hit is not None and (q.kind == "code" or (top.symbol and not q.wants_steps)
+                                     or q.kind == "general" and code_hit in ev.results[:3]):
+            return self._code(q, ev, code_hit)
+        if q.wants_steps:
+            steps = self._steps(q, ev)
+            if steps is not None:
+                return steps
+        if q.kind == "fact":
+            fact = self._fact(q, ev)
+            if fact is not None:
+                return fact
+        if q.kind == "definition":
+            definition = self._definition(q, ev)
+            if definition is not None:
+                return definition
+        return self._sentences(q, ev, limit=2 if q.kind in ("fact", "yesno") else 3)
+
+    # Steps ------------------------------------------------------------------------------------
+    def _documents(self, ev: Evidence, limit: int = 3) -> list[str]:
+        docs: list[str] = []
+        for r in ev.results:
+            if r.document_id not in docs and r.document_id in ev.outlines:
+                docs.append(r.document_id)
+            if len(docs) == limit:
+                break
+        return docs
+
+    def _hit_sections(self, ev: Evidence, doc_id: str) -> dict[int, float]:
+        """Section index -> the best relevance of a hit inside it."""
+        outline = ev.outlines[doc_id]
+        out: dict[int, float] = {}
+        for r in ev.results:
+            if r.document_id != doc_id:
+                continue
+            section = outline.section_at(r.start_line)
+            if section is None:
+                continue
+            i = outline.sections.index(section)
+            out[i] = max(out.get(i, 0.0), ev.relevance.get(r.chunk_id, r.score))
+        return out
+
+    def _steps(self, q: Question, ev: Evidence) -> Composed | None:
+        for doc_id in self._documents(ev, limit=2):
+            outline = ev.outlines[doc_id]
+            for section in self._procedure_sections(q, ev, doc_id):
+                cites = _Citations(ev)
+                blocks: list[AnswerBlock] = []
+                if q.kind == "alert":
+                    blocks.extend(self._alert_meaning(q, ev, doc_id, cites))
+                steps = self._steps_of(ev, doc_id, outline, section, cites)
+                if steps:
+                    break
+            else:
+                continue
+            quoted = " ".join(filter(None, (x.text for x in steps)))
+            blocks = [b for b in blocks if not (b.text and b.text in quoted)]
+            blocks.extend(steps)
+            unit = f"{section.path}\n" + " ".join(
+                s.text for b in steps if b.steps for s in b.steps[:4])
+            score = float(self.score([embedding_text(ev.records[doc_id].title, section.path,
+                                                     unit)])[0])
+            return Composed(blocks, cites.all(), score, [doc_id])
+        return None
+
+    def _procedure_sections(self, q: Question, ev: Evidence, doc_id: str) -> list[Section]:
+        """The sections that may hold what to do, best first: by their heading (Mitigation,
+        Procedure, or the question's own words, "Requesting read access"), by where the search
+        hits fall, and only among sections that hold steps or commands."""
+        outline = ev.outlines[doc_id]
+        hits = self._hit_sections(ev, doc_id)
+        asked = set(tokenize(q.text))
+        ranked: list[tuple[float, int]] = []
+        for i, s in enumerate(outline.sections):
+            if not s.level or SKIP_HEADING.match(s.title) or not _has_procedure(outline, s):
+                continue
+            score = 0.0
+            diagnosing = bool(DIAGNOSE.search(q.text))
+            if ACTION_HEADING.search(s.title):
+                score += 0.5 if diagnosing else 1.0
+            title = set(tokenize(s.title))
+            if title:
+                score += 0.6 * len(title & asked) / len(title)
+            score += hits.get(i, 0.0)
+            # A parent whose subsections hold the hits is as good as them.
+            score += max((hits.get(outline.sections.index(sub), 0.0) * 0.5
+                          for sub in outline.subsections(s)), default=0.0)
+            if DIAGNOSIS_HEADING.search(s.path) and diagnosing:
+                score += 1.0  # "how do I check...": the steps that find the cause
+            elif re.search(r"diagnos|investigat|triage|check|before you|prerequisite",
+                           s.title, re.I):
+                score -= 0.3  # steps that find the cause or prepare, not the ones that fix it
+            if score > 0.3:
+                ranked.append((score, i))
+        ranked.sort(key=lambda x: (-x[0], x[1]))
+        return [outline.sections[i] for _, i in ranked[:3]]
+
+    def _steps_of(self, ev: Evidence, doc_id: str, outline: Outline, section: Section,
+                  cites: _Citations) -> list[AnswerBlock]:
+        blocks: list[AnswerBlock] = []
+        framing = next((b for b in section.blocks if b.kind == "paragraph"), None)
+        lists = [b for b in section.blocks if b.kind == "list" and b.items
+                 and not _is_contents(outline, b)]
+        if any(b.kind == "code" for b in section.blocks) or len(lists) > 1:
+            # Prose and commands, or lists with prose between: the section reads in order.
+            return self._section_in_order(ev, doc_id, section, cites,
+                                          need_code=len(lists) <= 1)
+        steps: list[Step] = []
+        start, end = section.start_line, section.end_line
+        ordered = True
+        if lists:
+            chosen = max(lists, key=lambda b: (b.ordered, len(b.items)))
+            ordered = chosen.ordered
+            steps = [self._step(ev, item) for item in chosen.items]
+            start, end = chosen.start_line, chosen.end_line
+            if framing is not None and framing.start_line and chosen.start_line \
+                    and framing.start_line > chosen.start_line:
+                framing = None  # only a sentence that comes before the steps frames them
+        else:
+            subs = [s for s in outline.subsections(section) if s.level == section.level + 1]
+            if subs and (ACTION_HEADING.search(section.title)
+                         or all(STEP_HEADING.match(s.title) for s in subs)):
+                steps = [self._section_step(ev, s) for s in subs]
+            else:
+                return self._section_in_order(ev, doc_id, section, cites)
+        steps = [s for s in steps if s is not None and s.text]
+        if not steps:
+            return []
+        kept, used = [], 0
+        for s in steps:
+            size = len(s.text) + sum(len(c.text) for c in s.code)
+            if kept and (len(kept) >= MAX_STEPS or used + size > MAX_STEP_CHARS):
+                break
+            kept.append(s)
+            used += size
+        quote = "\n".join(s.text for s in kept)
+        n = cites.cite(doc_id, section.path, section.anchor, start or section.start_line,
+                       end or section.end_line, quote)
+        if framing is not None and len(framing.text) <= 300 and not _hides(ev, framing.text):
+            blocks.append(AnswerBlock(type="paragraph", text=framing.text, citations=[n]))
+        blocks.append(AnswerBlock(type="steps", steps=kept, ordered=ordered, citations=[n]))
+        if len(kept) < len(steps):
+            blocks.append(AnswerBlock(
+                type="paragraph", citations=[n],
+                text=f"{len(steps) - len(kept)} more steps follow in the source."))
+        return blocks
+
+    def _step(self, ev: Evidence, item: Item) -> Step | None:
+        if _hides(ev, item.text):
+            return None
+        notes = [n for n in item.notes if not _hides(ev, n)]
+        notes += [f"- {s}" for s in item.sub if not _hides(ev, s)]
+        return Step(text=item.text, code=[CodeSnippet(language=c.language, text=c.text)
+                                          for c in item.code], notes=notes)
+
+    def _section_step(self, ev: Evidence, section: Section) -> Step | None:
+        paragraphs = [b.text for b in section.blocks if b.kind == "paragraph"]
+        code = [CodeSnippet(language=b.language, text=b.text)
+                for b in section.blocks if b.kind == "code"]
+        code += [CodeSnippet(language=c.language, text=c.text)
+                 for b in section.blocks if b.kind == "list" for it in b.items for c in it.code]
+        code = code[:3]
+        title = _NUMBERED.sub("", section.title)  # "1. Verify the pods": numbered once, by us
+        text = title + (f": {paragraphs[0]}" if paragraphs else "")
+        if _hides(ev, text):
+            return None
+        return Step(text=text, code=code)
+
+    def _section_in_order(self, ev: Evidence, doc_id: str, section: Section,
+                          cites: _Citations, *, need_code: bool = True) -> list[AnswerBlock]:
+        """A procedure written as prose and commands: its paragraphs, code and lists, in order."""
+        blocks: list[AnswerBlock] = []
+        used = 0
+        quoted: list[str] = []
+        for b in section.blocks:
+            if b.kind == "list" and _is_contents(ev.outlines[doc_id], b):
+                continue
+            if b.kind == "list":
+                steps = [x for x in (self._step(ev, item) for item in b.items)
+                         if x is not None and x.text]
+                if not steps:
+                    continue
+                text = "\n".join(x.text for x in steps)
+                size = len(text) + sum(len(c.text) for x in steps for c in x.code)
+                if blocks and used + size > MAX_STEP_CHARS:
+                    break
+                used += size
+                quoted.append(text)
+                first = b.items[0].number if b.ordered and b.items[0].number else 1
+                blocks.append(AnswerBlock(type="steps", steps=steps, ordered=b.ordered,
+                                          start=first if first > 1 and blocks else 1))
+                continue
+            if b.kind not in ("paragraph", "code") or _hides(ev, b.text):
+                continue
+            if blocks and used + len(b.text) > MAX_STEP_CHARS:
+                blocks.append(AnswerBlock(type="paragraph",
+                                          text="The section goes on in the source."))
+                break
+            used += len(b.text)
+            quoted.append(b.text)
+            blocks.append(AnswerBlock(type=b.kind, text=b.text,
+                                      language=b.language if b.kind == "code" else None))
+        if need_code and not any(b.type == "code" or b.steps and any(x.code for x in b.steps)
+                                 for b in blocks):
+            return []
+        n = cites.cite(doc_id, section.path, section.anchor, section.start_line,
+                       section.end_line, "\n".join(quoted))
+        for b in blocks:
+            b.citations = [n]
+        return blocks
+
+    def _alert_meaning(self, q: Question, ev: Evidence, doc_id: str,
+                       cites: _Citations) -> list[AnswerBlock]:
+        outline = ev.outlines[doc_id]
+        for s in sorted(outline.sections, key=lambda s: not MEANING_HEADING.search(s.title)):
+            for b in s.blocks:
+                texts = [i.text for i in b.items] if b.kind == "list" else \
+                    _SENTENCE.split(b.text) if b.kind == "paragraph" else []
+                for text in texts:
+                    if any(a in text for a in q.alerts) and len(text.split()) > 5:
+                        n = cites.cite(doc_id, s.path, s.anchor, b.start_line, b.end_line, text)
+                        return [AnswerBlock(type="paragraph", text=_trim(text),
+                                            citations=[n])]
+        return []
+
+    # Facts ------------------------------------------------------------------------------------
+    def _fact(self, q: Question, ev: Evidence) -> Composed | None:
+        return (self._table_row(q, ev) or self._front_matter(q, ev)
+                or self._listing(q, ev))
+
+    def _table_row(self, q: Question, ev: Evidence) -> Composed | None:
+        """The table row whose cells share the question's rarer words, with its headers."""
+        terms = _content_words(q.text)
+        best, best_score = None, 0.0
+        for doc_id in self._documents(ev):
+            outline = ev.outlines[doc_id]
+            hits = self._hit_sections(ev, doc_id)
+            for i, s in enumerate(outline.sections):
+                for b in s.blocks:
+                    if b.kind != "table" or not b.header or not b.rows:
+                        continue
+                    # A word in many rows (a column's common value) tells rows apart poorly.
+                    df: dict[str, int] = {}
+                    for row in b.rows:
+                        for w in terms & _content_words(" ".join(row)):
+                            df[w] = df.get(w, 0) + 1
+                    for row in b.rows:
+                        shared = terms & _content_words(" ".join(row))
+                        score = sum(1.0 / df[w] for w in shared)
+                        if score >= 1.0 and score + (0.5 if i in hits else 0.0) > best_score:
+                            best, best_score = (doc_id, s, b, row), score + (0.5 if i in hits
+                                                                            else 0.0)
+        if best is None:
+            return None
+        doc_id, s, b, row = best
+        cites = _Citations(ev)
+        pairs = [(h, v) for h, v in zip(b.header, row, strict=False) if v.strip()]
+        quote = " | ".join(f"{h}: {v}" for h, v in pairs)
+        n = cites.cite(doc_id, s.path, s.anchor, b.start_line, b.end_line, quote)
+        if q.fact_label:
+            # The column asked for first, then the row's key (its first column).
+            asked = [p for p in pairs if q.fact_label in _label_family(p[0])]
+            pairs = asked + [p for p in pairs[:1] if p not in asked] if asked else pairs
+        blocks = [AnswerBlock(type="fact", label=h, value=v, citations=[n]) for h, v in pairs]
+        score = float(self.score([embedding_text(ev.records[doc_id].title, s.path, quote)])[0])
+        return Composed(blocks, cites.all(), score, [doc_id])
+
+    def _front_matter(self, q: Question, ev: Evidence) -> Composed | None:
+        """A field of the best document's front matter (owner, severity)."""
+        if q.fact_label not in ("owner", "severity"):
+            return None
+        top = ev.results[0].document_id
+        record = ev.records[top]
+        meta = record.metadata or {}
+        if not meta.get(q.fact_label):
+            return None
+        cites = _Citations(ev)
+        value = str(meta[q.fact_label])
+        n = cites.cite(top, "", None, 1, None, f"{q.fact_label}: {value}")
+        blocks = [AnswerBlock(type="fact", label=q.fact_label.capitalize(), value=value,
+                              citations=[n])]
+        if meta.get("service"):
+            blocks.append(AnswerBlock(type="fact", label="Service", value=str(meta["service"]),
+                                      citations=[n]))
+        score = float(self.score([embedding_text(record.title, "",
+                                                 f"{q.fact_label} {value}")])[0])
+        return Composed(blocks, cites.all(), score, [top])
+
+    def _listing(self, q: Question, ev: Evidence) -> Composed | None:
+        """"What are the severity levels?": the section named so, as the list it is."""
+        if not LISTING.search(q.text):
+            return None
+        asked = set(tokenize(q.text))
+        for doc_id in self._documents(ev, limit=2):
+            outline = ev.outlines[doc_id]
+            hits = self._hit_sections(ev, doc_id)
+            for i, s in enumerate(outline.sections):
+                title = set(tokenize(s.title))
+                if not s.level or not title or not title <= asked or i not in hits:
+                    continue
+                subs = [x for x in outline.subsections(s) if x.level == s.level + 1]
+                lists = [b for b in s.blocks if b.kind == "list" and b.items]
+                if lists:
+                    items = [Step(text=it.text) for it in lists[0].items]
+                    ordered = lists[0].ordered
+                elif subs:
+                    items = [Step(text=x.title + (f": {_first_sentence(x)}"
+                                                  if _first_sentence(x) else ""))
+                             for x in subs]
+                    ordered = False
+                else:
+                    continue
+                cites = _Citations(ev)
+                quote = "\n".join(it.text for it in items)
+                n = cites.cite(doc_id, s.path, s.anchor, s.start_line, s.end_line, quote)
+                blocks = [AnswerBlock(type="steps", steps=items, ordered=ordered,
+                                      citations=[n])]
+                return Composed(blocks, cites.all(), hits[i], [doc_id])
+        return None
+
+    # Definitions and sentences ----------------------------------------------------------------
+    def _definition(self, q: Question, ev: Evidence) -> Composed | None:
+        """The paragraph, list item or table row (with its headers) that defines the term."""
+        candidates = []
+        for doc_id in self._documents(ev, limit=2):
+            outline = ev.outlines[doc_id]
+            hits = self._hit_sections(ev, doc_id)
+            for i, s in enumerate(outline.sections):
+                if i not in hits and not DEFINITION_HEADING.search(s.title):
+                    continue
+                for b in s.blocks:
+                    for text in _units_of(b, paragraphs_whole=True):
+                        if len(text.split()) >= 4 and not _hides(ev, text) \
+                                and not restates(q, text):
+                            candidates.append((doc_id, s, b, text))
+        if not candidates:
+            return None
+        scores = self.score([embedding_text(ev.records[d].title, s.path, t)
+                             for d, s, b, t in candidates])
+        lexical = _lexical(q.text, [t for *_, t in candidates])
+        first_doc = candidates[0][0]
+        scores = scores + LEXICAL_WEIGHT * lexical + np.array(
+            [_name_bonus(q, t) + _subject_bonus(q, s.title, t)
+             + (TOP_DOCUMENT_BONUS if d == first_doc else 0.0) for d, s, _b, t in candidates])
+        k = int(np.argmax(scores))
+        doc_id, s, b, text = candidates[k]
+        cites = _Citations(ev)
+        text = _trim(" ".join(_SENTENCE.split(text)[:3]))
+        n = cites.cite(doc_id, s.path, s.anchor, b.start_line, b.end_line, text)
+        return Composed([AnswerBlock(type="paragraph", text=text, citations=[n])], cites.all(),
+                        float(scores[k]), [doc_id])
+
+    def _sentences(self, q: Question, ev: Evidence, limit: int) -> Composed | None:
+        units = []  # (doc id, section, block, text)
+        for doc_id in self._documents(ev, limit=2):
+            outline = ev.outlines[doc_id]
+            hits = self._hit_sections(ev, doc_id)
+            for i, s in enumerate(outline.sections):
+                if i not in hits or SKIP_HEADING.match(s.title):
+                    continue
+                for b in s.blocks:
+                    for text in _units_of(b):
+                        if len(text.split()) >= 5 and not _hides(ev, text) \
+                                and not restates(q, text):
+                            units.append((doc_id, s, b, text))
+        if not units:
+            return self._chunk_sentences(q, ev, limit)
+        scores = self.score([embedding_text(ev.records[d].title, s.path, t)
+                             for d, s, b, t in units])
+        lexical = _lexical(q.text, [t for *_, t in units])
+        quantity = QUANTITY.search(q.text)
+        # The attribute asked for by name ("values", "expiry", "retention"), as tokens.
+        attribute = {w for m in QUANTITY.finditer(q.text) if m.group(3)
+                     for w in tokenize(m.group(3))}
+        first_doc = units[0][0]
+        ranked = []
+        for k, (d, _s, _b, t) in enumerate(units):
+            bonus = LEXICAL_WEIGHT * lexical[k]
+            if d == first_doc:
+                bonus += TOP_DOCUMENT_BONUS
+            bonus += _name_bonus(q, t)
+            if q.kind == "fact" and _VALUE.search(t):
+                bonus += 0.05
+            if quantity and _NUMBER.search(t):
+                bonus += 0.1  # "how long", "what expiry": a sentence with a number says it
+                if attribute and attribute & set(tokenize(t)):
+                    bonus += 0.1  # "the values are 250:30:300" for "what values"
+            ranked.append((float(scores[k]) + bonus, k))
+        ranked.sort(reverse=True)
+        best = ranked[0][0]
+        # A fact is one sentence; a second only when it is nearly as good (it may be the one).
+        margin = 0.04 if q.kind in ("fact", "yesno") else 0.08
+        chosen = [units[k] for score, k in ranked[:limit] if score >= best - margin]
+        chosen.sort(key=lambda u: (u[0], u[2].start_line or 0))
+        cites = _Citations(ev)
+        blocks: list[AnswerBlock] = []
+        for d, s, b, t in chosen:
+            text = _in_context(b, t)
+            if blocks and blocks[-1].text and (text in blocks[-1].text or blocks[-1].text in text):
+                blocks[-1].text = max(text, blocks[-1].text, key=len)  # one passage, once
+                continue
+            n = cites.cite(d, s.path, s.anchor, b.start_line, b.end_line, text)
+            blocks.append(AnswerBlock(type="paragraph", text=_trim(text), citations=[n]))
+        return Composed(blocks, cites.all(), best, list(dict.fromkeys(u[0] for u in chosen)))
+
+    def _chunk_sentences(self, q: Question, ev: Evidence, limit: int) -> Composed | None:
+        """Documents without an outline (plain chunks): their best sentences."""
+        units = []
+        for r in ev.results[:3]:
+            for line in r.text.split("\n"):
+                for text in _SENTENCE.split(line.strip().lstrip("-* ")):
+                    if len(text.split()) >= 5 and not _hides(ev, text) and \
+                            not restates(q, text):
+                        units.append((r, text))
+        if not units:
+            return None
+        scores = self.score([embedding_text(r.title, r.heading, t) for r, t in units])
+        order = np.argsort(-scores)[:limit]
+        cites = _Citations(ev)
+        blocks = []
+        for k in sorted(order.tolist()):
+            r, t = units[k]
+            n = cites.cite(r.document_id, r.heading, r.anchor, r.start_line, r.end_line, t,
+                           symbol=r.symbol, score=r.score)
+            blocks.append(AnswerBlock(type="paragraph", text=_trim(t), citations=[n]))
+        return Composed(blocks, cites.all(), float(scores[order[0]]),
+                        [units[order[0]][0].document_id])
+
+    # Code -------------------------------------------------------------------------------------
+    def _code(self, q: Question, ev: Evidence, hit: SearchResult) -> Composed:
+        language = (hit.metadata or {}).get("language")
+        signature, doc = signature_and_docstring(hit.text, language)
+        cites = _Citations(ev)
+        n = cites.cite(hit.document_id, hit.heading, hit.anchor, hit.start_line, hit.end_line,
+                       hit.text, symbol=hit.symbol, score=hit.score)
+        where = f"`{hit.path}`" + (f" (lines {hit.start_line}-{hit.end_line})"
+                                   if hit.start_line else "")
+        name = (hit.symbol or "").rsplit(" > ", 1)[-1]
+        lead = f"`{name}` in {where}" + (f": {doc}" if doc else ".")
+        blocks = [AnswerBlock(type="paragraph", text=lead, citations=[n]),
+                  AnswerBlock(type="code", language=language, text=signature, citations=[n])]
+        score = ev.relevance.get(hit.chunk_id, hit.score)
+        return Composed(blocks, cites.all(), score, [hit.document_id])
+
+
+def signature_and_docstring(code: str, language: str | None) -> tuple[str, str]:
+    """A function's signature lines (decorators and the header up to its body), and the first
+    paragraph of its docstring or leading comment."""
+    lines = code.split("\n")
+    header: list[str] = []
+    depth = 0
+    for line in lines:
+        header.append(line)
+        depth += line.count("(") + line.count("[") - line.count(")") - line.count("]")
+        stripped = line.strip()
+        if depth <= 0 and (stripped.endswith(":") or stripped.endswith("{")
+                           or stripped.endswith("=>")) and not stripped.startswith("@"):
+            break
+        if len(header) >= 12:
+            break
+    rest = "\n".join(lines[len(header):]).strip()
+    doc = ""
+    m = re.match(r'^[rRbBuU]?("""|\'\'\')(.*?)(\1|$)', rest, re.S)
+    if m:
+        doc = m.group(2)
+    else:
+        comment = []
+        for line in lines[len(header):]:
+            s = line.strip()
+            if s.startswith(("//", "#", "*", "/*")):
+                comment.append(s.lstrip("/#* ").strip())
+            elif s:
+                break
+        doc = " ".join(comment)
+    doc = " ".join(doc.strip().split("\n\n")[0].split())
+    return "\n".join(header).rstrip(), doc
+
+
+_LEANS_BACK = re.compile(r"^(this|that|these|those|it|they|so|then|thus|however|but|also|"
+                         r"otherwise|in that case|if so)\b", re.I)
+
+
+def _in_context(block: Block, sentence: str) -> str:
+    """A sentence with what it needs from its paragraph: the sentence before when it leans on
+    it ("This will ban the IP for 24 hours"), the one after when it announces it ("The values
+    are:") or is short. A fact torn from its paragraph misleads; a paragraph buries it."""
+    if block.kind not in ("paragraph", "quote"):
+        return sentence
+    parts = _SENTENCE.split(block.text)
+    try:
+        i = parts.index(sentence)
+    except ValueError:
+        return sentence
+    lo, hi = i, i + 1
+    if i > 0 and _LEANS_BACK.match(sentence) and len(parts[i - 1]) < 300:
+        lo = i - 1
+    if i + 1 < len(parts) and (sentence.rstrip().endswith(":") or len(sentence) < 80) \
+            and len(parts[i + 1]) < 300:
+        hi = i + 2
+    return " ".join(parts[lo:hi])
+
+
+def _units_of(block: Block, *, paragraphs_whole: bool = False) -> list[str]:
+    """What can be quoted of a block on its own: sentences (or whole paragraphs), list items,
+    and table rows spelled out with their headers (never a bare row)."""
+    if block.kind == "list":
+        # Nested items are units too: "- CI tools:\n  - `buildchecker` locks main if ...".
+        return [t for it in block.items for t in (it.text, *it.notes, *it.sub)]
+    if block.kind in ("paragraph", "quote"):
+        return [block.text] if paragraphs_whole else _SENTENCE.split(block.text)
+    if block.kind == "table" and block.header:
+        return ["; ".join(f"{h}: {v}" for h, v in zip(block.header, row, strict=False)
+                          if v.strip()) for row in block.rows]
+    return []
+
+
+def _name_bonus(q: Question, text: str) -> float:
+    """Units that name what the question names ("UH", "img.fernhill.com") come first."""
+    low = text.lower()
+    return 0.1 * sum(1 for n in q.names if n.lower() in low)
+
+
+def _lexical(question: str, texts: list[str]) -> np.ndarray:
+    """How much of the question each text shares, each shared term weighted by how rare it is
+    among the texts (a local IDF): "hostPrefix 23" tells the sentence that holds the value from
+    its neighbours better than a small embedding model does. 0..1."""
+    asked = set(tokenize(question))
+    if not asked or not texts:
+        return np.zeros(len(texts))
+    bags = [set(tokenize(t)) & asked for t in texts]
+    df: dict[str, int] = {}
+    for bag in bags:
+        for term in bag:
+            df[term] = df.get(term, 0) + 1
+    idf = {term: np.log(1 + len(texts) / n) for term, n in df.items()}
+    total = sum(idf.values())
+    if not total:
+        return np.zeros(len(texts))
+    return np.array([sum(idf[t] for t in bag) / total for bag in bags])
+
+
+_GENERIC = frozenset("""mean means meaning actually exactly point purpose used use role job
+thing stand stands does define definition explain""".split())
+
+
+def _subject_bonus(q: Question, heading: str, text: str) -> float:
+    """A unit that is about the term asked after: it opens with it ("`buildchecker` will lock
+    ..."), or its section is named after it."""
+    subject = _content_words(q.text) - _GENERIC
+    if not subject:
+        return 0.0
+    opening = _content_words(" ".join(text.split()[:6]))
+    bonus = 0.1 if subject & opening else 0.0
+    if subject & _content_words(heading):
+        bonus += 0.05
+    return bonus
+
+
+def _first_sentence(section: Section) -> str:
+    para = next((b.text for b in section.blocks if b.kind == "paragraph"), "")
+    return _trim(_SENTENCE.split(para)[0]) if para else ""
+
+
+def _is_contents(outline: Outline, block: Block) -> bool:
+    """A list of links to the document's own sections ("two options: 1. Connect via command
+    line 2. Connect via BigQuery"): a table of contents, not steps; the sections are."""
+    titles = [s.title.lower() for s in outline.sections if len(s.title) > 3]
+    return bool(titles) and all(
+        any(item.text.lower().startswith(t) for t in titles) for item in block.items)
+
+
+def _has_procedure(outline: Outline, section: Section) -> bool:
+    if any(b.kind in ("list", "code") for b in section.blocks):
+        return True
+    return any(b.kind in ("list", "code") for sub in outline.subsections(section)
+               for b in sub.blocks)
+
+
+def _hides(ev: Evidence, text: str) -> bool:
+    """A sentence that only points at a document the caller may not read says nothing to
+    them (and tells them it exists)."""
+    return any(title and title in text for title in ev.hidden_titles)
+
+
+def restates(q: Question, text: str) -> bool:
+    """A passage that contains the question itself (a README's example of asking it), or says
+    nothing the question does not ("Message in #alerts: Large number of overdue jobs")."""
+    question = re.sub(r"[^a-z0-9 ]", "", q.text.lower()).strip()
+    if len(question) > 20 and question in re.sub(r"[^a-z0-9 ]", "", text.lower()):
+        return True
+    words = _content_words(text)
+    novel = words - _content_words(q.text)
+    return len(words) >= 4 and len(novel) <= len(words) // 5
+
+
+_STOP = frozenset("""a an and are as at be but by can could do does did for from has have how i
+if in into is it its me my of on or our should so that the their them then there these this
+those to was we were what when where which who whom why will with would you your i'm it's
+what's how's there's""".split())
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _STOP and len(w) > 2}
+
+
+def _label_family(label: str) -> str:
+    low = label.lower()
+    if low in ("team", "owning team", "owned by", "maintainer", "maintainers"):
+        return "owner"
+    return low
+
+
+def _trim(text: str) -> str:
+    return text if len(text) <= MAX_SENTENCE_CHARS else \
+        text[:MAX_SENTENCE_CHARS].rsplit(" ", 1)[0] + " …"

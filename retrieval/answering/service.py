@@ -1,0 +1,263 @@
+"""Cited answers: extractive by default (no LLM needed), an OpenAI-compatible model when set.
+
+1. Search finds the passages the caller may read.
+2. The answer abstains when the knowledge base has nothing about the question: the best
+   passage is not close enough to it, or the question names something (a database, a product,
+   an alert) that no document the caller may read mentions. Similar wording about another
+   database is not an answer.
+3. The composer (``compose.py``) builds the answer from the sources' own units in the shape the
+   question wants (``question.py``): steps, a fact, a function, a definition, sentences.
+4. With a model configured, it gets the same passages, numbered and fenced as data, and its
+   Markdown becomes the answer's blocks; if it fails or cites nothing, the extractive answer is
+   returned (with the reason).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+
+import numpy as np
+
+from citewise import metrics
+from citewise.index.catalog import Catalog
+from citewise.index.dense import DenseEncoder, embedding_text
+from citewise.language import is_english
+from citewise.retrieval.answering.compose import Composed, Composer, Evidence, restates
+from citewise.retrieval.answering.markdown import blocks_from_markdown
+from citewise.retrieval.answering.model import Answer, AnswerBlock, Citation, render_markdown
+from citewise.retrieval.answering.question import Question, analyse
+from citewise.retrieval.llm import LLMClient, LLMError
+from citewise.retrieval.search import SearchResult, SearchService
+from citewise.types import Identity, SearchFilters
+
+log = logging.getLogger("citewise.answer")
+
+NO_ANSWER = "I could not find an answer to that in the knowledge base you can read."
+# Words of how people ask, not of what they ask about: never checked against the corpus.
+_ASKING = frozenset("""what when where which who whom why how does do did doing done can could
+should would will shall may might must fix fixing fixed steps step procedure happen happens
+happened fires firing fired alert alerts page paged mean means meaning anyone someone something
+there here please need want know tell show find get got make made work works working broken
+again still just now wrong issue issues problem problems error errors""".split())
+_HIDDEN_TTL = 30.0
+# A hidden document's title this close to the question means the question is about it.
+HIDDEN_TOPIC_SCORE = 0.7
+
+
+class AnswerService:
+    def __init__(
+        self,
+        *,
+        search: SearchService,
+        dense: DenseEncoder,
+        catalog: Catalog,
+        min_score: float = 0.32,
+        llm: LLMClient | None = None,
+        passages: int = 8,
+    ) -> None:
+        self.search = search
+        self.dense = dense
+        self.catalog = catalog
+        self.min_score = min_score
+        self.llm = llm
+        self.passages = passages
+        self._hidden: dict[frozenset[str], tuple[float, set[str]]] = {}
+        self._hidden_lock = threading.Lock()
+
+    def answer(
+        self, question: str, identity: Identity, filters: SearchFilters | None = None
+    ) -> Answer:
+        q = analyse(question)
+        results = self.search.search(question, identity, top_k=self.passages, filters=filters)
+        if not results:
+            return self._abstain(q, 0.0, "no passage you may read matches the question")
+        query_vec = np.asarray(self.search.query_vector(question), dtype=np.float32)
+        hidden = self._hidden_titles(identity)
+        relevance = self._relevance(q, results, query_vec, hidden)
+        evidence = max(relevance.values())
+        if evidence < self.min_score:
+            return self._abstain(q, evidence, f"the closest passage scores {evidence:.2f}, "
+                                              f"under {self.min_score:.2f}")
+        if self._asks_about_hidden(query_vec, results, hidden):
+            return self._abstain(q, evidence, "the passages you may read only point at "
+                                              "another document")
+        unknown = self._unknown_names(q, identity)
+        if unknown:
+            return self._abstain(q, evidence, "nothing you may read mentions "
+                                              + ", ".join(f"'{w}'" for w in unknown))
+        # Passages far weaker than the best only add noise.
+        kept = [r for r in results if relevance[r.chunk_id] >= evidence - 0.2]
+        ev = Evidence(
+            results=kept,
+            outlines=self.catalog.outlines(r.document_id for r in kept),
+            records={d: rec for d in {r.document_id for r in kept}
+                     if (rec := self.catalog.get_document(d)) is not None},
+            relevance=relevance,
+            hidden_titles=hidden,
+        )
+        ev.results = [r for r in ev.results if r.document_id in ev.records]
+        composed = Composer(self._scorer(query_vec)).compose(q, ev)
+        if composed is None or not composed.blocks:
+            return self._abstain(q, evidence, "no passage holds an answer to quote")
+        fallback = None
+        if self.llm is not None:
+            try:
+                answer = self._llm_answer(q, ev, composed)
+                answer.evidence = evidence
+                metrics.ANSWERS.labels("llm", str(answer.abstained).lower()).inc()
+                return answer
+            except LLMError as e:
+                log.warning("LLM answer failed, falling back to extractive: %s", e)
+                fallback = f"the model failed, so this answer is extractive: {e}"
+        metrics.ANSWERS.labels("extractive", "false").inc()
+        return Answer(answer=render_markdown(composed.blocks), blocks=composed.blocks,
+                      citations=composed.citations, kind=q.kind, evidence=evidence,
+                      reason=fallback)
+
+    def _abstain(self, q: Question, evidence: float, reason: str) -> Answer:
+        metrics.ANSWERS.labels("extractive", "true").inc()
+        return Answer(answer=NO_ANSWER, abstained=True, kind=q.kind, evidence=evidence,
+                      reason=reason,
+                      blocks=[AnswerBlock(type="paragraph", text=NO_ANSWER)])
+
+    def _relevance(self, q: Question, results: list[SearchResult], query_vec: np.ndarray,
+                   hidden: set[str]) -> dict[str, float]:
+        """Each passage's similarity to the question, counting only what the caller can use:
+        a sentence that points at a document they may not read, or that restates the question
+        (a README's example of asking it), is taken out before measuring. A runbook that is
+        only found because it names the restricted one is then no evidence."""
+        texts = []
+        for r in results:
+            kept = [line for line in r.text.split("\n")
+                    if not any(t in line for t in hidden) and not restates(q, line)]
+            texts.append(("\n".join(kept), len(kept) < len(r.text.split("\n"))))
+        cached = self.dense.embed_documents(
+            [embedding_text(r.title, r.heading, r.text) for r in results])
+        cleaned_ix = [i for i, (_, changed) in enumerate(texts) if changed]
+        cleaned = self.dense.embed_documents(
+            [embedding_text(results[i].title, results[i].heading, texts[i][0])
+             for i in cleaned_ix], use_cache=False) if cleaned_ix else []
+        vectors = list(cached)
+        for i, vec in zip(cleaned_ix, cleaned, strict=True):
+            vectors[i] = vec if texts[i][0].strip() else np.zeros_like(vec)
+        return {r.chunk_id: float(v @ query_vec) for r, v in zip(results, vectors, strict=True)}
+
+    def _scorer(self, query_vec: np.ndarray):
+        def score(texts: list[str]) -> np.ndarray:
+            if not texts:
+                return np.zeros(0, dtype=np.float32)
+            vecs = self.dense.embed_documents(texts, use_cache=False)
+            return vecs @ query_vec
+
+        return score
+
+    # What the question is about ---------------------------------------------------------------
+    def _unknown_names(self, q: Question, identity: Identity) -> list[str]:
+        """Words of the question that nothing the caller may read contains, and that are not
+        ordinary English: the names of what it asks about ("cockroachdb", an alert name). A
+        paraphrase uses English words the documents do not ("shoppers", "lapse"): those are
+        not held against it.
+        """
+        unknown = []
+        text = re.sub(r"n['’]t\b|['’](s|re|ll|ve|d|m)\b", "", q.text.lower())  # wasn't, it's
+        for word in dict.fromkeys(re.findall(r"[a-z0-9][a-z0-9_]*[a-z0-9]", text)):
+            if len(word) < 3 or word in _ASKING or word.isdigit() or is_english(word):
+                continue
+            if not self.search.corpus_has(word, identity) and not self.catalog.path_mentions(
+                    word, sorted(identity.principals())):
+                unknown.append(word)
+        return unknown
+
+    def _asks_about_hidden(self, query_vec: np.ndarray, results: list[SearchResult],
+                           hidden: set[str]) -> bool:
+        """Whether the question is about a document the caller may not read, as the readable
+        passages that name it show: "How do I rotate the provider keys?" when a public runbook
+        says the procedure is in "Rotating payment provider API keys". Answering it from that
+        runbook's other steps would be wrong; saying no more than the public text says is not.
+        """
+        named = {t for r in results[:3] for t in hidden if t in r.text}
+        if not named:
+            return False
+        titles = sorted(named)
+        vectors = self.dense.embed_documents(titles, use_cache=False)
+        return bool(np.max(vectors @ query_vec) >= HIDDEN_TOPIC_SCORE)
+
+    def _hidden_titles(self, identity: Identity) -> set[str]:
+        """Titles of documents the caller may not read (of three words or more): a sentence
+        that points at one of them is no answer for this caller."""
+        key = frozenset(identity.principals())
+        now = time.monotonic()
+        with self._hidden_lock:
+            cached = self._hidden.get(key)
+            if cached and now - cached[0] < _HIDDEN_TTL:
+                return cached[1]
+        titles = {t for t in self.catalog.titles_hidden_from(sorted(key))
+                  if len(t.split()) >= 3}
+        with self._hidden_lock:
+            self._hidden[key] = (now, titles)
+            if len(self._hidden) > 1000:
+                self._hidden.clear()
+        return titles
+
+    # LLM --------------------------------------------------------------------------------------
+    def _llm_answer(self, q: Question, ev: Evidence, composed: Composed) -> Answer:
+        assert self.llm is not None
+        sources = _llm_passages(ev, composed)
+        text = self.llm.answer(q.text, [(c.title, c.heading, _passage_text(ev, c))
+                                        for c in sources])
+        if text.strip().upper().startswith("NO_ANSWER"):
+            return Answer(answer=NO_ANSWER, abstained=True, mode="llm", kind=q.kind,
+                          reason="the model found no answer in the passages",
+                          blocks=[AnswerBlock(type="paragraph", text=NO_ANSWER)])
+        used = sorted({int(n) for n in re.findall(r"\[(\d+)\]", text)})
+        valid = [n for n in used if 1 <= n <= len(sources)]
+        if not valid:
+            raise LLMError("the model's answer cites none of the passages")
+        # Drop markers that point nowhere, and renumber the rest densely.
+        renumber = {old: new for new, old in enumerate(valid, start=1)}
+        text = re.sub(
+            r"\[(\d+)\]",
+            lambda m: f"[{renumber[int(m.group(1))]}]" if int(m.group(1)) in renumber else "",
+            text,
+        ).strip()
+        citations = [sources[n - 1].model_copy(update={"n": renumber[n]}) for n in valid]
+        return Answer(answer=text, blocks=blocks_from_markdown(text), citations=citations,
+                      mode="llm", kind=q.kind)
+
+
+def _llm_passages(ev: Evidence, composed: Composed) -> list[Citation]:
+    """What the model reads: the sections the extractive answer chose first (whole), then the
+    other passages found, each as a citation it can point at."""
+    out = list(composed.citations)
+    seen = {(c.document_id, c.heading) for c in out}
+    for r in ev.results:
+        if (r.document_id, r.heading) in seen:
+            continue
+        seen.add((r.document_id, r.heading))
+        out.append(_passage_citation(len(out) + 1, r))
+        if len(out) >= 6:
+            break
+    return out
+
+
+def _passage_text(ev: Evidence, c: Citation) -> str:
+    """The whole section a citation points into, commands included, where the document has an
+    outline; the quoted passage otherwise. A quote of step texts alone would hide from the
+    model the very commands the engineer needs."""
+    outline = ev.outlines.get(c.document_id)
+    if outline is not None:
+        for section in outline.sections:
+            if section.path == c.heading:
+                text = section.plain_text()
+                if text.strip():
+                    return text
+    return c.quote
+
+
+def _passage_citation(n: int, r: SearchResult) -> Citation:
+    fields = {k: getattr(r, k) for k in ("document_id", "source", "title", "heading", "path",
+                                         "url", "start_line", "end_line", "symbol", "score")}
+    return Citation(n=n, quote=r.text, **fields)

@@ -1,0 +1,74 @@
+"""The shared-corpora golden set is what it says it is.
+
+``bench/golden/shared-corpora.jsonl`` holds on-call questions over the five openly licensed
+corpora of ``../shared/corpora`` (``make eval`` scores it; CI does not, the corpora take
+minutes to ingest). Its figures only mean something if the set is honest: every key fact an
+answer must carry really is in a relevant document, the near misses really are not answered
+by the corpora's words, and the thresholds can be tuned on one half and measured on the other.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from citewise.api.evaluation.qa import load_golden_set
+from tests.conftest import SHARED
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "bench" / "golden" / "shared-corpora.jsonl"
+CORPORA = SHARED / "corpora"
+
+
+def _text(key: str) -> str:
+    return (CORPORA / key).read_text(encoding="utf-8")
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", " ", text).lower()
+
+
+def test_the_set_has_the_shape_the_measure_needs():
+    questions = load_golden_set(GOLDEN)
+    answerable = [q for q in questions if q.answerable]
+    assert len(answerable) >= 60
+    assert len(questions) - len(answerable) >= 4
+    for split in ("tune", "test"):
+        part = [q for q in questions if q.split == split]
+        assert any(not q.answerable for q in part), f"the {split} split has no near miss"
+        assert len(part) * 3 >= len(questions), f"the {split} split is too small"
+    assert all(q.must_contain_any for q in answerable), "every answerable question needs a key fact"
+    assert {q.kind for q in answerable} >= {"action", "alert", "fact", "definition"}
+
+
+def test_every_key_fact_is_in_a_relevant_document():
+    if not CORPORA.is_dir():
+        pytest.skip(f"{CORPORA} is absent: the shared corpora are not on this machine")
+    missing = []
+    for q in load_golden_set(GOLDEN):
+        if not q.answerable:
+            continue
+        for key in q.relevant:
+            assert (CORPORA / key).is_file(), f"{key} does not exist"
+        texts = [_squash(_text(key)) for key in q.relevant]
+        if not any(_squash(fact) in text for fact in q.must_contain_any for text in texts):
+            missing.append((q.question, q.must_contain_any))
+    assert not missing, missing
+
+
+def test_near_misses_name_something_the_corpora_never_mention():
+    """A near miss is about another product: its name appears in no corpus document."""
+    if not CORPORA.is_dir():
+        pytest.skip(f"{CORPORA} is absent: the shared corpora are not on this machine")
+    names = {"vitess", "victorops", "clickhousereplicaslagging", "dynatrace", "spinnaker",
+             "launchdarkly"}
+    questions = [q for q in load_golden_set(GOLDEN) if not q.answerable]
+    asked = {n for q in questions for n in names if n in q.question.lower()}
+    assert asked == names, "update the list of near-miss names with the set"
+    found = set()
+    for path in CORPORA.rglob("*.md"):
+        low = path.read_text(encoding="utf-8", errors="replace").lower()
+        found |= {n for n in names if n in low}
+    assert not found, f"the corpora do mention {sorted(found)}: not a near miss"
