@@ -46,6 +46,8 @@ SKIPPED = {
     "citewise eval ../shared": "a benchmark of several minutes (make eval runs it)",
     "citewise eval --qa": "needs the index in-process while this test's server holds it "
                           "(tests/eval/test_golden_set.py runs the golden set)",
+    "citewise --config bench/corpora.toml": "ingests the five shared corpora, about 7 minutes "
+                                            "(make eval runs it)",
 }
 
 
