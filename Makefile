@@ -15,8 +15,8 @@ help:
 	@echo "make test       set up and run the whole test suite"
 	@echo "make test-fast  the suite without the shared-corpus integration tests"
 	@echo "make lint       ruff"
-	@echo "make bench      ingest/search, git re-sync and Confluence benchmarks -> bench/results/"
-	@echo "make eval       retrieval quality: SciFact (train) and the demo golden set -> bench/results/"
+	@echo "make bench      ingest/search, git re-sync, Confluence and front-door benchmarks -> bench/results/"
+	@echo "make eval       quality: SciFact (train), the demo and shared-corpora golden sets -> bench/results/"
 	@echo "make clean      delete ./data (the index, catalog and blobs)"
 
 $(BIN)/python:
@@ -57,6 +57,7 @@ bench: setup
 	$(BIN)/python bench/run_bench.py
 	$(BIN)/python bench/bench_git.py
 	$(BIN)/python bench/bench_confluence.py
+	$(BIN)/python bench/bench_frontdoor.py
 
 SCIFACT ?= ../shared/bench/scifact
 CORPORA ?= ../shared/corpora

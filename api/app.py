@@ -2,30 +2,45 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
+import threading
 import time
 from contextlib import asynccontextmanager
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from citewise import __version__, metrics
-from citewise.api import problems, routes_ingest, routes_library, routes_query
-from citewise.api.auth import is_operator, key_checker, require_operator
-from citewise.api.composition import Services, build_services
-from citewise.api.middleware import BodyLimit, KeyGate
+from citewise.api import problems, routes_admin, routes_ingest, routes_library, routes_query
+from citewise.api.auth import is_admin
+from citewise.api.composition import Door, Services, build_door, build_services
+from citewise.api.frontdoor import FrontDoor
+from citewise.api.middleware import BodyLimit
+from citewise.api.openapi import PROBLEM_RESPONSES
+from citewise.errors import ConfigError
 from citewise.ingest.consistency import check
 from citewise.settings import Settings
+
+log = logging.getLogger("citewise.api")
+FLUSH_INTERVAL = 1.0  # seconds between writes of usage and rate buckets
+COMPACT_INTERVAL = 3600.0  # seconds between foldings of old usage into hourly rows
 
 DESCRIPTION = """
 Cited answers over your engineering knowledge: runbooks, wiki pages and code.
 
 * `POST /v1/search` (or `GET /v1/search?q=...`): hybrid dense + BM25 search.
 * `POST /v1/answer`: an answer whose sentences cite `[n]` passages, or an abstention.
-* Identity: `X-Citewise-User` and `X-Citewise-Groups` headers (set by a trusted front end);
-  with `CITEWISE_API_KEYS` set, also `Authorization: Bearer <key>`.
-* Errors are RFC 9457 problem details with a `hint`.
+* Identity: `Authorization: Bearer <key>` (an API key from `citewise keys create`), a
+  Cloudflare Access assertion (`Cf-Access-Jwt-Assertion`) or an OIDC bearer token. Keys that may
+  assert identity (the Slack bot's) name the end user in `X-Citewise-User` and
+  `X-Citewise-Groups`. On a server bound to loopback without authentication, those headers are
+  taken as given.
+* Scopes: `search`, `answer`, `ingest`, `admin`. Rate limits answer 429 with `Retry-After` and
+  `RateLimit-Policy` / `RateLimit` headers.
+* Every response carries `X-Request-Id`. Errors are RFC 9457 problem details with a `hint`.
 """
 
 
@@ -43,32 +58,62 @@ def create_app(
     services: Services | None = None,
     *,
     operator_token: str | None = None,
+    bind_host: str | None = None,
 ) -> FastAPI:
-    """Build the app. Pass ``services`` to share already-built ones (tests, embedding), and
-    the ``operator_token`` that ``citewise serve`` wrote to server.json (a fresh one if none)."""
+    """Build the app. Pass ``services`` to share already-built ones (tests, embedding), the
+    ``operator_token`` that ``citewise serve`` wrote to server.json (a fresh one if none), and
+    the address the server binds (``None``: embedded in a process, like loopback): a server
+    reachable from other machines refuses to start without an identity method."""
     owned = services is None
     settings = settings or (services.settings if services is not None else Settings())
+    if settings.api_keys:
+        raise ConfigError("CITEWISE_API_KEYS is no longer read: keys live in the catalog",
+                          hint="create them with `citewise keys create NAME --scopes ...`")
+    token = operator_token or secrets.token_urlsafe(32)
+
+    def open_door(app: FastAPI) -> None:
+        app.state.door = build_door(settings, app.state.services.catalog, operator_token=token,
+                                    bind_host=bind_host)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         if app.state.services is None:
             app.state.services = build_services(settings)
-        yield
-        if owned and app.state.services is not None:
-            app.state.services.close()
+        if app.state.door is None:
+            open_door(app)
+        flusher = _Flusher(app.state.door)
+        flusher.start()
+        try:
+            yield
+        finally:
+            flusher.stop()
+            if owned and app.state.services is not None:
+                app.state.services.close()
 
     app = FastAPI(
         title="citewise",
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
+        responses=PROBLEM_RESPONSES,
     )
     app.state.services = services
-    app.state.operator_token = operator_token or secrets.token_urlsafe(32)
+    app.state.door = None
+    app.state.operator_token = token
+    if services is not None:
+        open_door(app)
     problems.install(app)
-    # The last one added runs first: the key check, then the body limit, then the routes.
+    # The last one added runs first: CORS preflights, then the front door (request id, who is
+    # calling, scopes, rate limits), then the body limit, then the routes.
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
-    app.add_middleware(KeyGate, check=key_checker(settings.api_key_list()))
+    app.add_middleware(FrontDoor)
+    origins = settings.csv(settings.cors_origins)
+    if origins:
+        app.add_middleware(
+            CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["authorization", "content-type", "x-request-id"],
+            expose_headers=["x-request-id", "ratelimit", "ratelimit-policy", "retry-after"],
+            max_age=600)
 
     @app.middleware("http")
     async def _metrics(request: Request, call_next):
@@ -83,13 +128,14 @@ def create_app(
     app.include_router(routes_query.router)
     app.include_router(routes_library.router)
     app.include_router(routes_ingest.router)
+    app.include_router(routes_admin.router)
 
-    @app.get("/healthz", tags=["ops"], summary="Liveness, and for operators the index's state")
+    @app.get("/healthz", tags=["ops"], summary="Liveness, and for admins the index's state")
     def healthz(request: Request) -> dict:
-        """Anyone gets ``status``; operators (a key holder, or this machine when keyless) also
-        get the counts, which say how much restricted content exists."""
+        """Anyone gets ``status``; admins (an admin key or group, or this machine in local
+        mode) also get the counts, which say how much restricted content exists."""
         s: Services = request.app.state.services
-        if not is_operator(request):
+        if not is_admin(request):
             return {"status": "ok"}
         health = check(s.catalog, s.index)
         return {
@@ -99,15 +145,53 @@ def create_app(
             "index": s.index_kind,
             "blob_store": s.settings.blob_store,
             "answers": "llm" if s.settings.llm_base_url else "extractive",
+            "identity": request.app.state.door.authenticator.methods or ["local"],
             "documents": s.catalog.count_documents(),
             "chunks": health.catalog_chunks,
             "points": health.points,
             "open_swaps": health.open_swaps,
         }
 
-    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics (operators)",
-             dependencies=[Depends(require_operator)])
+    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics (admin scope)",
+             response_class=Response,
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                              "description": "Prometheus text exposition format"}})
     def prometheus() -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+class _Flusher:
+    """Writes usage and rate buckets every second, folds old usage hourly, and once more at
+    shutdown: recording a request never waits on the database."""
+
+    def __init__(self, door: Door) -> None:
+        self.door = door
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="citewise-flush", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._flush()
+
+    def _run(self) -> None:
+        last_compact = 0.0
+        while not self._stop.wait(FLUSH_INTERVAL):
+            self._flush()
+            if time.monotonic() - last_compact > COMPACT_INTERVAL:
+                last_compact = time.monotonic()
+                try:
+                    self.door.usage.compact()
+                except Exception:
+                    log.exception("folding old usage into hourly rows failed")
+
+    def _flush(self) -> None:
+        try:
+            self.door.flush()
+        except Exception:
+            log.exception("writing usage and rate limits failed (will retry)")

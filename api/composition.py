@@ -6,9 +6,18 @@ an LLM) is chosen here, from ``Settings``, and nowhere else.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from dataclasses import dataclass
 
+from citewise.api.identity.authenticate import Authenticator
+from citewise.api.identity.groups import GroupMap
+from citewise.api.identity.keys import KeyStore
+from citewise.api.identity.tokens import KeySet, TokenPolicy, TokenVerifier
+from citewise.api.metering.audit import AuditLog
+from citewise.api.metering.buckets import TokenBuckets
+from citewise.api.metering.limits import RateLimiter
+from citewise.api.metering.usage import UsageLog
 from citewise.errors import ConfigError
 from citewise.index.blobs import BlobStore, LocalBlobStore, S3BlobStore
 from citewise.index.catalog import Catalog
@@ -159,3 +168,117 @@ def build_services(settings: Settings) -> Services:
         ),
         jobs=JobQueue(pipeline),
     )
+
+
+# The front door ----------------------------------------------------------------------------------
+@dataclass
+class Door:
+    """Identity and metering: what every request meets before a route (``api/frontdoor.py``)."""
+
+    authenticator: Authenticator
+    keys: KeyStore
+    limiter: RateLimiter
+    buckets: TokenBuckets
+    usage: UsageLog
+    audit: AuditLog
+
+    def flush(self) -> None:
+        self.usage.flush()
+        self.buckets.flush()
+
+
+def is_loopback(host: str | None) -> bool:
+    """Whether a bind address admits only this machine (``None``: embedded in a process)."""
+    if host is None or host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def build_door(settings: Settings, catalog: Catalog, *, operator_token: str | None = None,
+               bind_host: str | None = None) -> Door:
+    """The front door for a server bound to ``bind_host``. Fails closed: a server reachable
+    from other machines must have a way to tell who is calling."""
+    keys = KeyStore(catalog)
+    required = settings.require_auth if settings.require_auth is not None \
+        else not is_loopback(bind_host)
+    authenticator = Authenticator(
+        keys=keys,
+        groups=GroupMap(settings.groups),
+        access=build_access_verifier(settings),
+        access_groups_claim=settings.access_groups_claim,
+        oidc=build_oidc_verifier(settings),
+        oidc_user_claim=settings.oidc_user_claim,
+        oidc_groups_claim=settings.oidc_groups_claim,
+        sso_scopes=settings.sso_scopes,
+        admin_groups=settings.csv(settings.admin_groups),
+        operator_token=operator_token,
+        required=required,
+        trust_headers=settings.insecure_trust_identity_headers,
+    )
+    if not is_loopback(bind_host) and not settings.insecure_trust_identity_headers:
+        if settings.require_auth is False:
+            raise ConfigError(
+                f"CITEWISE_REQUIRE_AUTH=false on {bind_host}, reachable from other machines",
+                hint="configure an identity method, or say that a proxy sets the identity "
+                     "headers with --insecure-trust-identity-headers")
+        if not authenticator.methods:
+            raise ConfigError(
+                f"refusing to serve on {bind_host} without a way to tell who is calling",
+                hint="create an API key (citewise keys create NAME --scopes search,answer), "
+                     "or configure Cloudflare Access (CITEWISE_ACCESS_TEAM_DOMAIN, "
+                     "CITEWISE_ACCESS_AUD) or OIDC (CITEWISE_OIDC_ISSUER...); behind a proxy "
+                     "that sets X-Citewise-User/Groups itself, pass "
+                     "--insecure-trust-identity-headers")
+    if settings.insecure_trust_identity_headers:
+        log.warning("INSECURE: X-Citewise-User/Groups are believed from every caller "
+                    "(--insecure-trust-identity-headers); only safe behind a proxy that sets "
+                    "them and that nothing can bypass")
+    buckets = TokenBuckets(catalog)
+    buckets.load()
+    return Door(
+        authenticator=authenticator, keys=keys, limiter=RateLimiter(settings, buckets),
+        buckets=buckets,
+        usage=UsageLog(catalog, raw_days=settings.usage_raw_days,
+                       retention_days=settings.usage_retention_days),
+        audit=AuditLog(catalog),
+    )
+
+
+def build_access_verifier(settings: Settings) -> TokenVerifier | None:
+    domain, aud = settings.access_team_domain, settings.csv(settings.access_aud)
+    if not domain and not aud:
+        return None
+    if not domain or not aud:
+        raise ConfigError("Cloudflare Access needs both CITEWISE_ACCESS_TEAM_DOMAIN and "
+                          "CITEWISE_ACCESS_AUD",
+                          hint="the team domain is https://<team>.cloudflareaccess.com; the AUD "
+                               "tag is on the Access application's overview page")
+    domain = domain.rstrip("/")
+    if not domain.startswith("https://"):
+        domain = f"https://{domain}"
+    keys = KeySet(url=settings.access_jwks_url or f"{domain}/cdn-cgi/access/certs",
+                  timeout=settings.jwks_timeout)
+    return TokenVerifier(TokenPolicy("Cloudflare Access", domain, tuple(aud),
+                                     settings.jwt_leeway), keys)
+
+
+def build_oidc_verifier(settings: Settings) -> TokenVerifier | None:
+    if not settings.oidc_issuer:
+        if settings.oidc_audience or settings.oidc_jwks_url or settings.oidc_jwks_file:
+            raise ConfigError("OIDC settings are given but CITEWISE_OIDC_ISSUER is not",
+                              hint="set the issuer (the iss of the provider's tokens)")
+        return None
+    audience = settings.csv(settings.oidc_audience)
+    if not audience:
+        raise ConfigError("OIDC needs CITEWISE_OIDC_AUDIENCE (the aud of the tokens)",
+                          hint="usually the client id of the application registered for citewise")
+    if not settings.oidc_jwks_url and not settings.oidc_jwks_file:
+        raise ConfigError("OIDC needs CITEWISE_OIDC_JWKS_URL or CITEWISE_OIDC_JWKS_FILE",
+                          hint="the jwks_uri of <issuer>/.well-known/openid-configuration")
+    keys = KeySet(url=settings.oidc_jwks_url, path=settings.oidc_jwks_file,
+                  timeout=settings.jwks_timeout)
+    return TokenVerifier(TokenPolicy("OIDC", settings.oidc_issuer, tuple(audience),
+                                     settings.jwt_leeway), keys)

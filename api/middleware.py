@@ -1,13 +1,10 @@
-"""ASGI middleware that must run before a route reads anything: body size and the API key.
+"""ASGI middleware that must run before a route reads anything: the body size limit.
 
 FastAPI reads and parses a request body before running a route's dependencies, so a check in a
-dependency comes too late: a 100 MB body would be read in full before its 401. These wrap the
-app at the ASGI level instead:
-
-* ``BodyLimit`` answers 413 as soon as ``Content-Length`` (or the bytes actually received)
-  exceed the limit, without reading the rest;
-* ``KeyGate`` answers 401 for a ``/v1`` request without a valid key, before the body is read,
-  when the server has keys configured.
+dependency comes too late: a 100 MB body would be read in full before its 413 (or its 401: see
+``frontdoor.FrontDoor``, which runs first). ``BodyLimit`` wraps the app at the ASGI level and
+answers 413 as soon as ``Content-Length`` (or the bytes actually received) exceed the limit,
+without reading the rest.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ import json
 from collections.abc import Awaitable, Callable
 
 from citewise.api.problems import problem_body
-from citewise.errors import AuthError, CitewiseError, InvalidRequestError
+from citewise.errors import CitewiseError, InvalidRequestError
 
 Scope = dict
 Receive = Callable[[], Awaitable[dict]]
@@ -99,29 +96,3 @@ class _BodyTooLarge(BaseException):
     # A BaseException, so that FastAPI's body parsing (which turns any Exception into "error
     # parsing the body") lets it through to ``BodyLimit``.
     pass
-
-
-class KeyGate:
-    """Refuses ``/v1`` requests without a valid key before anything reads them."""
-
-    def __init__(self, app: ASGIApp, check: Callable[[str | None], None]) -> None:
-        # ``check(authorization header)`` raises ``AuthError`` for a missing or invalid key and
-        # returns quietly when the request may go on (no keys configured, or a valid one).
-        self.app = app
-        self.check = check
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope.get("path", "").startswith("/v1/"):
-            values = [v for k, v in scope.get("headers", []) if k == b"authorization"]
-            if len(values) > 1:
-                await send_problem(send, InvalidRequestError(
-                    "the request carries more than one Authorization header",
-                    hint="send exactly one"))
-                return
-            header = values[0].decode("latin-1") if values else None
-            try:
-                self.check(header)
-            except AuthError as e:
-                await send_problem(send, e, [(b"www-authenticate", b"Bearer")])
-                return
-        await self.app(scope, receive, send)

@@ -83,10 +83,8 @@ class RemoteServer:
 def find_server(settings: Settings, locked: IndexLockedError) -> RemoteServer:
     """The server that holds the index, or an error that says exactly what to do."""
     info = _read(settings.server_file)
-    keys = settings.api_key_list()
     if info and info.get("url"):
-        server = RemoteServer(info["url"], api_key=keys[0] if keys else None,
-                              operator_token=info.get("operator_token"))
+        server = RemoteServer(info["url"], operator_token=info.get("operator_token"))
         try:
             server.request("GET", "/healthz")
             return server

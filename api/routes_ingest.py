@@ -6,7 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
-from citewise.api.auth import is_local_operator, require_operator
+from citewise.api.auth import caller
+from citewise.api.identity.caller import Caller
+from citewise.api.openapi import problem_response
 from citewise.api.schemas import IngestRequest
 from citewise.errors import NotFoundError
 from citewise.ingest.sources import resolve_sources
@@ -14,11 +16,15 @@ from citewise.ingest.sources import resolve_sources
 # SQLite's integer range: a larger run id is a client error, not an overflow.
 MAX_ID = 2**63 - 1
 
-router = APIRouter(prefix="/v1/ingest", tags=["ingest"], dependencies=[Depends(require_operator)])
+# The front door requires the ingest scope for every route here (frontdoor.RULES).
+router = APIRouter(prefix="/v1/ingest", tags=["ingest"])
 
 
-@router.post("/jobs", status_code=202, summary="Start an ingest job")
-def start(body: IngestRequest, request: Request) -> dict:
+@router.post("/jobs", status_code=202, summary="Start an ingest job",
+             responses={409: problem_response("Another ingest job is running (one at a time)."),
+                        502: problem_response("The source could not be read.")})
+def start(body: IngestRequest, request: Request,
+          who: Annotated[Caller, Depends(caller)]) -> dict:
     """Runs in the background, one job at a time; poll `GET /v1/ingest/jobs/{id}`."""
     services = request.app.state.services
     sources = resolve_sources(
@@ -30,9 +36,14 @@ def start(body: IngestRequest, request: Request) -> dict:
         all_sources=body.all,
         readers=body.readers,
         # The operator's own CLI may name any folder; other callers only allowed ones.
-        allowed=None if is_local_operator(request) else services.settings.ingest_allowed_paths,
+        allowed=None if who.method == "operator" else services.settings.ingest_allowed_paths,
     )
     job = services.jobs.submit(sources, trigger="api", force=body.force)
+    request.app.state.door.audit.record(
+        "ingest.start", actor=who.principal, key=who.key, target=job.id,
+        detail={"sources": [s.name for s in sources], "force": body.force},
+        client=request.client.host if request.client else None,
+        request_id=request.state.request_id)
     return job.to_dict()
 
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
-from citewise.api.auth import identity, is_operator
+from citewise.api.auth import identity, is_admin
 from citewise.retrieval.library import DocumentView, SourceView
 from citewise.types import Identity
 
@@ -27,9 +27,11 @@ def get_document(
 ) -> DocumentView:
     """Metadata and chunks of a document the caller may read (404 otherwise, so that the
     existence of a restricted document is not revealed)."""
-    return request.app.state.services.library.document(
+    document = request.app.state.services.library.document(
         document_id, who, include_content=include_content
     )
+    request.state.results = 1
+    return document
 
 
 @router.get("/sources", summary="Sources and what they hold")
@@ -37,9 +39,10 @@ def list_sources(
     request: Request, who: Annotated[Identity, Depends(identity)]
 ) -> dict[str, list[SourceView]]:
     """Declared and indexed sources; counts include only documents the caller may read. The
-    last run's figures (which count every document, readable or not) are for operators."""
+    last run's figures (which count every document, readable or not) are for admins."""
     sources = request.app.state.services.library.sources(who)
-    if not is_operator(request):
+    request.state.results = len(sources)
+    if not is_admin(request):
         for source in sources:
             source.last_run = None
     return {"sources": sources}

@@ -31,6 +31,7 @@ def _search(request: Request, who: Identity, body: SearchRequest) -> SearchRespo
     results = request.app.state.services.search.search(
         body.query, who, top_k=body.top_k, filters=_filters(body.filters), mode=body.mode
     )
+    request.state.results = len(results)  # for usage
     return SearchResponse(
         query=body.query,
         results=results,
@@ -79,6 +80,7 @@ def answer(
     """
     started = time.perf_counter()
     result = request.app.state.services.answers.answer(body.question, who, _filters(body.filters))
+    request.state.results = len(result.citations)  # for usage
     return AnswerResponse(
         **dict(result), took_ms=round((time.perf_counter() - started) * 1000, 2)
     )

@@ -5,7 +5,20 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from contextvars import ContextVar
 from datetime import UTC, datetime
+
+# The id of the HTTP request being served (X-Request-Id), set by the front door: every log line
+# written while serving it carries it, so one request's lines can be found among many.
+REQUEST_ID: ContextVar[str | None] = ContextVar("request_id", default=None)
+
+
+class RequestIdFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        rid = REQUEST_ID.get()
+        record.request_id = rid
+        record.request_tag = f" [{rid}]" if rid else ""
+        return True
 
 
 class JsonFormatter(logging.Formatter):
@@ -16,6 +29,8 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        if getattr(record, "request_id", None):
+            entry["request_id"] = record.request_id
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry)
@@ -39,7 +54,9 @@ def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(logging.Formatter(
+            "%(asctime)s %(levelname)s %(name)s%(request_tag)s: %(message)s"))
+    handler.addFilter(RequestIdFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

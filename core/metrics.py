@@ -24,3 +24,13 @@ INGEST_CHUNKS_EMBEDDED = Counter(
 )
 INGEST_RUNS = Counter("citewise_ingest_runs_total", "Ingest runs finished", ["source", "status"])
 INGEST_RUNNING = Gauge("citewise_ingest_running", "Ingest runs in progress")
+REQUESTS_BY_KEY = Counter(
+    "citewise_requests_by_key_total", "API requests per API key (empty: no key), route and status",
+    ["key", "route", "status"],
+)
+RATE_LIMITED = Counter(
+    "citewise_rate_limited_total", "Requests refused by a rate limit or quota", ["rate_class"]
+)
+AUTH_REFUSED = Counter(
+    "citewise_auth_refused_total", "Requests refused at the front door", ["status"]
+)

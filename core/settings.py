@@ -69,6 +69,23 @@ class SourceConfig(BaseModel):
         return dict(self.model_extra or {})
 
 
+class GroupConfig(BaseModel):
+    """A ``[[groups]]`` entry: who belongs to a group, for identity providers whose tokens carry
+    no groups (Cloudflare Access by default). Members are emails; ``email_domains`` admits a
+    whole domain."""
+
+    model_config = {"extra": "forbid"}
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
+    members: list[str] = Field(default_factory=list)
+    email_domains: list[str] = Field(default_factory=list)
+
+    @field_validator("members", "email_domains")
+    @classmethod
+    def _lower(cls, v: list[str]) -> list[str]:
+        return [x.strip().lower().lstrip("@") for x in v if x.strip()]
+
+
 class Settings(BaseSettings):
     """Every knob, with the environment variable that sets it (prefix ``CITEWISE_``)."""
 
@@ -155,9 +172,79 @@ class Settings(BaseSettings):
     host: str = Field(default="127.0.0.1", description="Address `citewise serve` binds.")
     port: int = Field(default=8000, description="Port `citewise serve` binds.")
     api_keys: str | None = Field(
+        default=None, exclude=True,
+        description="Removed: API keys now live in the catalog (`citewise keys create`).",
+    )
+
+    # Identity (see docs/identity.md): who is calling, decided in one place (api/identity).
+    require_auth: bool | None = Field(
         default=None,
-        description="Comma-separated bearer keys; when set, /v1 requires one and trusts the "
-        "X-Citewise-User / X-Citewise-Groups headers only from key holders.",
+        description="Refuse requests without a key or token; unset = required unless the "
+        "server binds only to loopback.",
+    )
+    insecure_trust_identity_headers: bool = Field(
+        default=False,
+        description="Believe X-Citewise-User/Groups from anyone: only behind a proxy that sets "
+        "them and that nothing can bypass. Logged loudly at start.",
+    )
+    access_team_domain: str | None = Field(
+        default=None,
+        description="Cloudflare Access team domain (https://<team>.cloudflareaccess.com); "
+        "set with access_aud to accept Cf-Access-Jwt-Assertion tokens.",
+    )
+    access_aud: str | None = Field(
+        default=None, description="The Access application's AUD tag (comma-separated for several)."
+    )
+    access_jwks_url: str | None = Field(
+        default=None, description="JWKS URL; unset = <team domain>/cdn-cgi/access/certs."
+    )
+    access_groups_claim: str | None = Field(
+        default=None,
+        description="Claim holding the user's groups; unset = the [[groups]] mapping only."
+    )
+    oidc_issuer: str | None = Field(
+        default=None, description="OIDC issuer (iss) whose bearer JWTs are accepted."
+    )
+    oidc_audience: str | None = Field(
+        default=None, description="Expected aud of OIDC tokens (comma-separated for several)."
+    )
+    oidc_jwks_url: str | None = Field(default=None, description="The issuer's JWKS URL.")
+    oidc_jwks_file: Path | None = Field(
+        default=None, description="A JWKS file instead of the URL (air-gapped installs)."
+    )
+    oidc_user_claim: str = Field(
+        default="email", description="Claim naming the user (falls back to sub)."
+    )
+    oidc_groups_claim: str = Field(default="groups", description="Claim holding the groups.")
+    jwt_leeway: float = Field(
+        default=60.0, ge=0, le=600, description="Seconds of clock skew allowed on exp/nbf/iat."
+    )
+    jwks_timeout: float = Field(default=5.0, description="Seconds to fetch a JWKS.")
+    sso_scopes: str = Field(
+        default="search,answer", description="Scopes of people signed in through Access/OIDC."
+    )
+    admin_groups: str | None = Field(
+        default=None,
+        description="Groups (comma-separated) whose signed-in members also get the ingest and "
+        "admin scopes.",
+    )
+
+    # Metering: token buckets per principal and per key, per route class.
+    rate_search_per_minute: int = Field(default=120, ge=0, description="0 = unlimited.")
+    rate_answer_per_minute: int = Field(default=30, ge=0, description="0 = unlimited.")
+    rate_ingest_per_minute: int = Field(default=10, ge=0, description="0 = unlimited.")
+    quota_search_per_day: int = Field(default=0, ge=0, description="0 = unlimited.")
+    quota_answer_per_day: int = Field(default=0, ge=0, description="0 = unlimited.")
+    quota_ingest_per_day: int = Field(default=0, ge=0, description="0 = unlimited.")
+    usage_raw_days: int = Field(
+        default=7, ge=1, description="Days each request is kept row by row; then per hour."
+    )
+    usage_retention_days: int = Field(
+        default=400, ge=1, description="Days usage is kept at all (hourly rows after raw_days)."
+    )
+    cors_origins: str | None = Field(
+        default=None, description="Origins allowed to call the API from a browser "
+        "(comma-separated); unset = CORS off."
     )
 
     default_readers: Annotated[list[str] | None, NoDecode] = Field(
@@ -195,6 +282,7 @@ class Settings(BaseSettings):
 
     # Set from the config file, not from the environment.
     sources: list[SourceConfig] = Field(default_factory=list, exclude=True)
+    groups: list[GroupConfig] = Field(default_factory=list, exclude=True)
 
     @classmethod
     def settings_customise_sources(
@@ -229,8 +317,10 @@ class Settings(BaseSettings):
         """Written by `citewise serve` so that other processes can find it."""
         return self.data_dir / "server.json"
 
-    def api_key_list(self) -> list[str]:
-        return [k.strip() for k in (self.api_keys or "").split(",") if k.strip()]
+    @staticmethod
+    def csv(value: str | None) -> list[str]:
+        """A comma-separated setting as a list, blanks dropped."""
+        return [v.strip() for v in (value or "").split(",") if v.strip()]
 
     def source(self, name: str) -> SourceConfig:
         for s in self.sources:
@@ -268,15 +358,17 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
         path = "citewise.toml"
     file_values: dict[str, Any] = {}
     sources: list[dict[str, Any]] = []
+    groups: list[dict[str, Any]] = []
     if path is not None:
         path = Path(path).resolve()
         raw = _read_config_file(path)
-        unknown = set(raw) - {"settings", "sources"}
+        unknown = set(raw) - {"settings", "sources", "groups"}
         if unknown:
             raise ConfigError(
                 f"config file {path} has unknown top-level keys: {sorted(unknown)}",
-                hint="only [settings] and [[sources]] are read",
+                hint="only [settings], [[sources]] and [[groups]] are read",
             )
+        groups = list(raw.get("groups", []))
         file_values = dict(raw.get("settings", {}))
         if "data_dir" in file_values:
             file_values["data_dir"] = path.parent / file_values["data_dir"]
@@ -294,11 +386,18 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
     try:
         settings = Settings(**{**file_values, **overrides})
         settings.sources = [SourceConfig(**s) for s in sources]
+        settings.groups = [GroupConfig(**g) for g in groups]
         for source in settings.sources:
             if source.readers is None:
                 source.readers = settings.default_readers
     except ValidationError as e:
         raise ConfigError(f"invalid settings: {_describe(e)}") from e
+    if settings.api_keys:
+        raise ConfigError(
+            "CITEWISE_API_KEYS is no longer read: keys live in the catalog, hashed, with scopes",
+            hint="create one per client with `citewise keys create NAME --scopes search,answer` "
+                 "and unset CITEWISE_API_KEYS",
+        )
     names = [s.name for s in settings.sources]
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:

@@ -150,6 +150,78 @@ MIGRATIONS: list[str] = [
         outline TEXT NOT NULL
     );
     """,
+    # 5: the front door (api/identity, api/metering): API keys (only a hash of the secret),
+    # token buckets that survive a restart, usage per request then per hour, and the audit log,
+    # which triggers keep append-only.
+    """
+    CREATE TABLE api_keys (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        secret_hash TEXT NOT NULL,
+        scopes TEXT NOT NULL,
+        principal TEXT,
+        assert_identity INTEGER NOT NULL DEFAULT 0,
+        limits TEXT NOT NULL DEFAULT '{}',
+        created_at TEXT NOT NULL,
+        created_by TEXT,
+        expires_at TEXT,
+        revoked_at TEXT,
+        last_used_at TEXT
+    );
+    CREATE TABLE rate_buckets (
+        bucket TEXT PRIMARY KEY,
+        tokens REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE usage (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        key TEXT,
+        route TEXT NOT NULL,
+        method TEXT NOT NULL,
+        status INTEGER NOT NULL,
+        latency_ms REAL NOT NULL,
+        results INTEGER NOT NULL DEFAULT 0,
+        tokens_in INTEGER NOT NULL DEFAULT 0,
+        tokens_out INTEGER NOT NULL DEFAULT 0,
+        cost REAL NOT NULL DEFAULT 0,
+        request_id TEXT
+    );
+    CREATE INDEX usage_at ON usage(at);
+    CREATE TABLE usage_hourly (
+        hour TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        key TEXT NOT NULL DEFAULT '',
+        route TEXT NOT NULL,
+        requests INTEGER NOT NULL,
+        errors INTEGER NOT NULL,
+        denied INTEGER NOT NULL,
+        latency_ms_sum REAL NOT NULL,
+        results INTEGER NOT NULL,
+        tokens_in INTEGER NOT NULL,
+        tokens_out INTEGER NOT NULL,
+        cost REAL NOT NULL,
+        PRIMARY KEY (hour, principal, key, route)
+    );
+    CREATE TABLE audit (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        key TEXT,
+        action TEXT NOT NULL,
+        target TEXT,
+        outcome TEXT NOT NULL,
+        detail TEXT NOT NULL DEFAULT '{}',
+        client TEXT,
+        request_id TEXT
+    );
+    CREATE INDEX audit_at ON audit(at);
+    CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+    CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -269,6 +341,12 @@ class Catalog:
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
         return conn
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection, for the stores that keep their own tables in the catalog
+        database (API keys, usage, audit: ``api/identity``, ``api/metering``) so that one file
+        holds, backs up and restores all of the service's state."""
+        return self._conn()
 
     @property
     def db(self) -> sqlite_utils.Database:
@@ -594,7 +672,15 @@ class Catalog:
 
 
 def _statements(script: str) -> list[str]:
-    return [s.strip() for s in script.split(";") if s.strip()]
+    """The script's statements; a trigger's body (``BEGIN ...; END``) stays whole."""
+    out, pending = [], ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                out.append(pending.strip().rstrip(";"))
+            pending = ""
+    return out
 
 
 class _Transaction:

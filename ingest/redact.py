@@ -92,6 +92,9 @@ _SHAPES: list[_Shape] = [
     _shape("stripe-key", r"(?:sk|rk)_live_[A-Za-z0-9]{20,}", ["_live_"], not_after=_ALNUM),
     _shape("google-api-key", r"AIza[A-Za-z0-9_\-]{35}", ["AIza"], not_after=_ALNUM),
     _shape("npm-token", r"npm_[A-Za-z0-9]{36}", ["npm_"], not_after=_ALNUM),
+    # citewise's own API keys (api/identity/keys.py): cw_<10 base32>_<43 url-safe base64>.
+    _shape("citewise-key", r"cw_[a-z2-7]{10}_[A-Za-z0-9_\-]{43}(?![A-Za-z0-9_\-])", ["cw_"],
+           not_after=_ALNUM + "_"),
     _shape("openai-key", r"sk-(?:proj-|ant-(?:api\d\d-)?)?[A-Za-z0-9_\-]{32,}", ["sk-"],
            not_after=_ALNUM),
     _shape("jwt", r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", ["eyJ"],

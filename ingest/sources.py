@@ -17,7 +17,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from citewise.errors import ConfigError, ConflictError, ForbiddenError, InvalidRequestError
+from citewise.errors import (
+    ConflictError,
+    ForbiddenError,
+    InvalidRequestError,
+    NotFoundError,
+)
 from citewise.index.catalog import Catalog
 from citewise.settings import Settings, SourceConfig
 from citewise.types import normalise_readers
@@ -94,7 +99,8 @@ def resolve_sources(
         )
     if all_sources:
         if not settings.sources:
-            raise ConfigError(
+            # Not a server fault: the request asks for sources this configuration lacks.
+            raise NotFoundError(
                 "no sources are declared",
                 hint="add [[sources]] to citewise.toml (or set CITEWISE_CONFIG_FILE)",
             )

@@ -123,3 +123,12 @@ def folder_source(path: Path, name: str = "kb", readers=("public",)):
     from citewise.settings import SourceConfig
 
     return SourceConfig(name=name, type="folder", path=str(path), readers=list(readers))
+
+
+def make_key(services, name: str = "test", scopes: str = "search,answer,ingest,admin",
+             **options) -> dict:
+    """Create an API key in these services' catalog; the headers that send it."""
+    from citewise.api.identity.keys import KeyStore
+
+    _, secret = KeyStore(services.catalog).create(name, scopes, **options)
+    return {"Authorization": f"Bearer {secret}"}

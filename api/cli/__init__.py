@@ -1,4 +1,4 @@
-"""The ``citewise`` command: ingest, search, ask, serve, sources and eval.
+"""The ``citewise`` command: ingest, search, ask, serve, sources, eval, keys, usage and audit.
 
 Every command reads settings from ``CITEWISE_*`` environment variables and the config file
 (``./citewise.toml`` or ``--config``). When ``citewise serve`` holds the embedded index, the
@@ -9,7 +9,14 @@ One module per command (or family); importing them registers them on the group.
 
 from __future__ import annotations
 
-from citewise.api.cli import evaluate, ingest, query, serve, sources  # noqa: F401  (registers)
+from citewise.api.cli import (  # noqa: F401  (registers)
+    admin,
+    evaluate,
+    ingest,
+    query,
+    serve,
+    sources,
+)
 from citewise.api.cli.base import cli
 
 

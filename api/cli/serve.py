@@ -23,19 +23,28 @@ from citewise.errors import CitewiseError
         """
         \b
         Examples:
-          citewise serve                         127.0.0.1:8000
-          citewise serve --host 0.0.0.0 --port 8080   (set CITEWISE_API_KEYS first)
+          citewise serve                         127.0.0.1:8000, local mode
+          citewise serve --host 0.0.0.0 --port 8080   (create a key or set up SSO first)
 
         Open http://127.0.0.1:8000/docs for the API. While the server runs, `citewise ingest`
         and the nightly cron hand their runs to it (the embedded index admits one process).
-        Bind beyond 127.0.0.1 only with CITEWISE_API_KEYS set.
+
+        On 127.0.0.1 without authentication (local mode) the X-Citewise-User/Groups headers
+        are taken as given. Bound to any other address the server refuses to start unless it
+        can tell who is calling: an API key (citewise keys create), Cloudflare Access
+        (CITEWISE_ACCESS_*) or OIDC (CITEWISE_OIDC_*); or, behind a proxy that sets the
+        identity headers itself, --insecure-trust-identity-headers.
         """
     )
 )
 @click.option("--host", help="Address to bind [env CITEWISE_HOST, default 127.0.0.1].")
 @click.option("--port", type=int, help="Port [env CITEWISE_PORT, default 8000].")
+@click.option("--insecure-trust-identity-headers", is_flag=True,
+              help="Believe X-Citewise-User/Groups from every caller (only behind a proxy that "
+                   "sets them) [env CITEWISE_INSECURE_TRUST_IDENTITY_HEADERS].")
 @click.pass_obj
-def serve(obj: Context, host: str | None, port: int | None) -> None:
+def serve(obj: Context, host: str | None, port: int | None,
+          insecure_trust_identity_headers: bool) -> None:
     """Serve the HTTP API (search, answers, ingest jobs, metrics)."""
     import logging
 
@@ -49,9 +58,8 @@ def serve(obj: Context, host: str | None, port: int | None) -> None:
     host = host or settings.host
     port = port or settings.port
     log = logging.getLogger("citewise")
-    if host not in ("127.0.0.1", "localhost", "::1") and not settings.api_key_list():
-        log.warning("serving on %s without CITEWISE_API_KEYS: anyone who can reach it can "
-                    "claim any identity and read restricted documents", host)
+    if insecure_trust_identity_headers:
+        settings.insecure_trust_identity_headers = True
     try:
         services = build_services(settings)
     except CitewiseError as e:
@@ -68,7 +76,11 @@ def serve(obj: Context, host: str | None, port: int | None) -> None:
     if problem:
         log.error("index check: %s", problem)
     operator_token = secrets.token_urlsafe(32)
-    app = create_app(settings, services, operator_token=operator_token)
+    try:
+        app = create_app(settings, services, operator_token=operator_token, bind_host=host)
+    except CitewiseError as e:
+        services.close()
+        fail(e)
     write_server_file(settings, host, port, operator_token)
     log.info("citewise %s serving on http://%s:%d (docs at /docs), data in %s", __version__,
              host, port, settings.data_dir)

@@ -26,7 +26,7 @@ from citewise.api.app import create_app, uvicorn_options
 from citewise.ingest.jobs import run_source
 from citewise.types import Identity
 from tests.conftest import free_port
-from tests.kb import SECRET, clean_env, folder_source, write, write_kb
+from tests.kb import SECRET, clean_env, folder_source, make_key, write, write_kb
 
 LOOPBACK = ("127.0.0.1", 50000)
 REMOTE = ("10.1.2.3", 50000)
@@ -286,9 +286,9 @@ def test_7_a_deleted_blob_is_a_clear_problem(make_services, kb):
 
 
 def test_8_odd_input_gets_a_problem_not_a_traceback(make_services):
-    services = make_services(api_keys="k1")
+    services = make_services(require_auth=True)
+    key = make_key(services)
     with TestClient(create_app(services=services), client=LOOPBACK) as c:
-        key = {"Authorization": "Bearer k1"}
         resp = c.post("/v1/search", json={"query": "x"},
                       headers={"Authorization": "Bearer ключ-ünïcode".encode()})
         problem(resp, 401)
@@ -343,7 +343,8 @@ def _raw_post(port: int, headers: str, body: bytes) -> tuple[int, bytes]:
 
 
 def test_9_big_bodies_are_refused_before_they_are_read(make_services):
-    services = make_services(api_keys="k1")
+    services = make_services(require_auth=True)
+    secret = make_key(services)["Authorization"].split()[1]
     port_holder = {}
     with _Server(create_app(services=services), services.settings) as url:
         port_holder["port"] = int(url.rsplit(":", 1)[1])
@@ -355,7 +356,8 @@ def test_9_big_bodies_are_refused_before_they_are_read(make_services):
         assert status == 401
         # With a key, the size is refused before the body is read.
         status, _ = _raw_post(port_holder["port"],
-                              "POST /v1/search HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k1"
+                              "POST /v1/search HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                              f"{secret}"
                               f"\r\nContent-Type: application/json\r\nContent-Length: {big}"
                               "\r\n\r\n", b'{"query":')
         assert status == 413
@@ -365,7 +367,7 @@ def test_9_big_bodies_are_refused_before_they_are_read(make_services):
                 yield b"x" * 65536
 
         resp = httpx.post(f"{url}/v1/search", content=chunks(),
-                          headers={"Authorization": "Bearer k1"})
+                          headers={"Authorization": f"Bearer {secret}"})
         assert resp.status_code == 413, resp.text
 
 
@@ -401,11 +403,16 @@ def test_10_counts_of_restricted_content_stay_with_operators(make_services, kb):
         assert local.get("/healthz").json()["documents"] == 5
         assert local.get("/metrics").status_code == 200
     services_with_keys = make_services(data_dir=services.settings.data_dir.parent / "d2",
-                                       api_keys="k1")
+                                       require_auth=True)
+    admin = make_key(services_with_keys)
+    reader = make_key(services_with_keys, "reader", "search,answer")
     with TestClient(create_app(services=services_with_keys), client=LOOPBACK) as c:
         assert c.get("/healthz").json() == {"status": "ok"}
+        assert c.get("/healthz", headers=reader).json() == {"status": "ok"}
+        assert c.get("/healthz", headers=admin).json()["documents"] == 0
         problem(c.get("/metrics"), 401)
-        assert c.get("/metrics", headers={"Authorization": "Bearer k1"}).status_code == 200
+        problem(c.get("/metrics", headers=reader), 403)
+        assert c.get("/metrics", headers=admin).status_code == 200
 
 
 # 11. An identity header sent twice ---------------------------------------------------------

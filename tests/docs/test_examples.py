@@ -136,7 +136,14 @@ def demo_server(demo_kb):
         except httpx.HTTPError:
             time.sleep(0.1)
     write_server_file(services.settings, "127.0.0.1", port, app.state.operator_token)
-    yield services.settings, port
+    # The admin key examples call "$ADMIN_KEY" (the demo serves in local mode; a key still works).
+    from citewise.api.identity.keys import KeyStore
+
+    try:
+        _, admin_key = KeyStore(services.catalog).create("docs-examples-admin", "admin")
+    except Exception:  # a second module in the same session: make another
+        _, admin_key = KeyStore(services.catalog).create(f"docs-admin-{port}", "admin")
+    yield services.settings, port, admin_key
     remove_server_file(services.settings)
     server.should_exit = True
     thread.join(timeout=30)
@@ -150,12 +157,28 @@ def _scratch(tmp_path: Path) -> Path:
 
 
 def _runs_in_process(command: str) -> bool:
-    """``citewise ingest <folder>``: run on a scratch data folder, not on the demo's."""
+    """``citewise ingest <folder>`` and the key, usage and audit commands: run on a scratch
+    data folder, not on the demo's (examples create keys by the same names)."""
     words = shlex.split(command)
+    if words[:2] in (["citewise", "keys"], ["citewise", "usage"], ["citewise", "audit"]):
+        return True
     return words[:2] == ["citewise", "ingest"] and len(words) > 2 and not words[2].startswith("-")
 
 
-def _prepare(command: str, port: int, home: Path) -> list[str]:
+def _given(command: str, data_dir: Path) -> None:
+    """What an example assumes exists: the key ``citewise keys revoke NAME`` revokes."""
+    words = shlex.split(command)
+    if words[:3] == ["citewise", "keys", "revoke"]:
+        from citewise.api.identity.keys import KeyStore
+        from citewise.index.catalog import Catalog
+
+        catalog = Catalog(data_dir / "catalog.db")
+        KeyStore(catalog).create(words[3], "search")
+        catalog.close()
+
+
+def _prepare(command: str, port: int, home: Path, admin_key: str = "") -> list[str]:
+    command = command.replace("$ADMIN_KEY", admin_key)
     command = command.replace("localhost:8000", f"127.0.0.1:{port}")
     command = command.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
     words = [str(home / w[2:]) if w.startswith("~/") else w for w in shlex.split(command)]
@@ -172,18 +195,19 @@ def test_example_runs(example: Example, demo_server, tmp_path):
     for prefix, reason in SKIPPED.items():
         if example.command.startswith(prefix):
             pytest.skip(f"{example}: {reason}")
-    settings, port = demo_server
+    settings, port, admin_key = demo_server
     if example.command.startswith("curl") and shutil.which("curl") is None:
         pytest.skip(f"{example}: curl is not installed on this machine")
     cwd = _scratch(tmp_path)
     env = clean_env(HOME=str(cwd), CITEWISE_LOG_LEVEL="WARNING")
     if _runs_in_process(example.command):
         env["CITEWISE_DATA_DIR"] = str(tmp_path / "scratch-data")
+        _given(example.command, tmp_path / "scratch-data")
     else:
         # The demo's config and data: the CLI finds the server through server.json.
         env.update(CITEWISE_CONFIG_FILE=str(ROOT / "citewise.toml"),
                    CITEWISE_DATA_DIR=str(settings.data_dir))
-    argv = _prepare(example.command, port, cwd)
+    argv = _prepare(example.command, port, cwd, admin_key)
     proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     shown = f"{example}\n$ {shlex.join(argv)}\nexit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     assert proc.returncode == 0, shown

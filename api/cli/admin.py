@@ -1,0 +1,215 @@
+"""`citewise keys`, `citewise usage`, `citewise audit`: the front door's administration.
+
+They work on the catalog directly (SQLite admits several processes), so they run on the server's
+machine whether or not the server is up, as the account that owns the data folder: holding the
+catalog is holding every key, as with the operator token. A running server sees a new or
+revoked key at its next request.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import textwrap
+from contextlib import contextmanager
+
+import click
+
+from citewise.api.cli.base import Context, cli, fail
+from citewise.errors import CitewiseError
+
+
+@contextmanager
+def _catalog(obj: Context):
+    from citewise.index.catalog import Catalog
+
+    try:
+        catalog = Catalog(obj.settings.catalog_path)
+    except CitewiseError as e:
+        fail(e)
+    try:
+        yield catalog
+    except CitewiseError as e:
+        fail(e)
+    finally:
+        catalog.close()
+
+
+def _operator() -> str:
+    try:
+        return f"operator:{getpass.getuser()}"
+    except Exception:  # no login name in some containers
+        return "operator"
+
+
+@cli.group(
+    epilog=textwrap.dedent(
+        """
+        \b
+        Examples:
+          citewise keys create ci-bot --scopes search --principal user:ci-bot --expires 90d
+          citewise keys create slack-bot --scopes search,answer --assert-identity
+          citewise keys create cron --scopes ingest --limit ingest_per_minute=60
+          citewise keys list
+          citewise keys revoke ci-bot
+
+        The secret is printed once, at creation; only its hash is stored. Send it as
+        'Authorization: Bearer cw_...'. Scopes: search, answer, ingest, admin.
+        """
+    )
+)
+def keys() -> None:
+    """Create, list and revoke API keys."""
+
+
+@keys.command("create")
+@click.argument("name")
+@click.option("--scopes", required=True, help="Comma-separated: search,answer,ingest,admin.")
+@click.option("--principal", help="The user or group the key acts as: user:ci-bot, group:sre "
+                                  "(default: none, public documents only).")
+@click.option("--assert-identity", is_flag=True,
+              help="The key may name the end user in X-Citewise-User/Groups (trusted front "
+                   "ends such as the Slack bot only).")
+@click.option("--expires", help="90d, 12h, 30m or an ISO date (default: never).")
+@click.option("--limit", "limits", multiple=True, metavar="NAME=N",
+              help="The key's own limit, e.g. answer_per_minute=600 (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def create(obj: Context, name: str, scopes: str, principal: str | None, assert_identity: bool,
+           expires: str | None, limits: tuple[str, ...], as_json: bool) -> None:
+    """Create a key and print its secret (once)."""
+    from citewise.api.identity.keys import KeyStore
+    from citewise.api.metering.audit import AuditLog
+
+    with _catalog(obj) as catalog:
+        key, secret = KeyStore(catalog).create(
+            name, scopes, principal=principal, assert_identity=assert_identity,
+            expires=expires, limits=list(limits), created_by=_operator())
+        AuditLog(catalog).record("key.create", actor=_operator(), target=key.name,
+                                 detail={"scopes": sorted(key.scopes), "principal": key.principal,
+                                         "assert_identity": key.assert_identity,
+                                         "expires_at": key.expires_at, "via": "cli"})
+    if as_json:
+        click.echo(json.dumps({**key.public(), "secret": secret}, indent=2))
+        return
+    click.echo(f"created key {key.name!r} (scopes {','.join(sorted(key.scopes))}"
+               + (f", acts as {key.principal}" if key.principal else "")
+               + (", may assert identity" if key.assert_identity else "")
+               + (f", expires {key.expires_at}" if key.expires_at else "") + ")")
+    click.echo(secret)
+    click.echo("store it now: it is not shown again", err=True)
+
+
+@keys.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def list_keys(obj: Context, as_json: bool) -> None:
+    """List keys with their scopes, status and last use (never their secrets)."""
+    from citewise.api.identity.keys import KeyStore
+
+    with _catalog(obj) as catalog:
+        rows = [k.public() for k in KeyStore(catalog).list()]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo("no keys; create one with `citewise keys create NAME --scopes search,answer`")
+        return
+    click.echo(f"{'name':<20} {'status':<8} {'scopes':<26} {'acts as':<20} {'last used':<20}")
+    for k in rows:
+        acts = k["principal"] or ("(asserts)" if k["assert_identity"] else "-")
+        click.echo(f"{k['name']:<20} {k['status']:<8} {','.join(k['scopes']):<26} {acts:<20} "
+                   f"{(k['last_used_at'] or 'never')[:19]:<20}")
+
+
+@keys.command("revoke")
+@click.argument("name")
+@click.pass_obj
+def revoke(obj: Context, name: str) -> None:
+    """Revoke a key: refused from its next request on."""
+    from citewise.api.identity.keys import KeyStore
+    from citewise.api.metering.audit import AuditLog
+
+    with _catalog(obj) as catalog:
+        key = KeyStore(catalog).revoke(name)
+        AuditLog(catalog).record("key.revoke", actor=_operator(), target=key.name,
+                                 detail={"via": "cli"})
+    click.echo(f"revoked key {key.name!r} at {key.revoked_at}")
+
+
+@cli.command(
+    epilog=textwrap.dedent(
+        """
+        \b
+        Examples:
+          citewise usage                       per principal, last 7 days
+          citewise usage --since 24h --by key
+          citewise usage --since 2026-12-01 --by day --json
+        """
+    )
+)
+@click.option("--since", default="7d", show_default=True, help="7d, 24h, 30m or an ISO date.")
+@click.option("--by", "group_by", type=click.Choice(["principal", "key", "route", "day"]),
+              default="principal", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def usage(obj: Context, since: str, group_by: str, as_json: bool) -> None:
+    """Who used what: requests, errors, refusals, latency, results, tokens and cost."""
+    from citewise.api.metering.audit import AuditLog
+    from citewise.api.metering.usage import UsageLog
+    from citewise.api.routes_admin import parse_since
+
+    with _catalog(obj) as catalog:
+        start = parse_since(since)
+        rows = UsageLog(catalog).report(start, None, group_by)
+        AuditLog(catalog).record("usage.read", actor=_operator(),
+                                 detail={"since": start.isoformat(), "via": "cli"})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(f"usage since {start.isoformat(timespec='seconds')}, by {group_by}")
+    click.echo(f"{group_by:<32} {'requests':>8} {'errors':>7} {'refused':>7} {'mean ms':>8} "
+               f"{'results':>8} {'tokens':>9} {'cost':>9}")
+    for r in rows:
+        click.echo(f"{str(r[group_by] or '-')[:32]:<32} {r['requests']:>8} {r['errors']:>7} "
+                   f"{r['denied']:>7} {r['mean_latency_ms'] or 0:>8.1f} {r['results']:>8} "
+                   f"{r['tokens_in'] + r['tokens_out']:>9} {r['cost']:>9.4f}")
+    if not rows:
+        click.echo("(no requests)")
+
+
+@cli.command(
+    epilog=textwrap.dedent(
+        """
+        \b
+        Examples:
+          citewise audit                       the last 30 days, newest first
+          citewise audit --action key.revoke --since 90d
+        """
+    )
+)
+@click.option("--since", default="30d", show_default=True, help="7d, 24h or an ISO date.")
+@click.option("--action", help="Only this action (key.create, key.revoke, ingest.start, "
+                                "request.refused, usage.read...).")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10000))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def audit(obj: Context, since: str, action: str | None, limit: int, as_json: bool) -> None:
+    """The audit log: keys created and revoked, ingest started, admin reads, refusals."""
+    from citewise.api.metering.audit import AuditLog
+    from citewise.api.routes_admin import parse_since
+
+    with _catalog(obj) as catalog:
+        log = AuditLog(catalog)
+        start = parse_since(since)
+        entries = log.read(start.isoformat(timespec="seconds"), limit, action)
+        log.record("audit.read", actor=_operator(), detail={"via": "cli"})
+    if as_json:
+        click.echo(json.dumps(entries, indent=2))
+        return
+    for e in entries:
+        detail = {k: v for k, v in e["detail"].items() if k != "via"}
+        click.echo(f"{e['at'][:19]}  {e['action']:<16} {e['outcome']:<7} {e['actor']:<28} "
+                   f"{e['target'] or '':<20} {json.dumps(detail) if detail else ''}")
+    if not entries:
+        click.echo("(no entries)")

@@ -1,0 +1,1 @@
+"""What callers use: rate limits and quotas, usage and cost, and the audit log."""

@@ -1,0 +1,43 @@
+"""Which buckets a request draws on: the caller's, per route class, and its key's own.
+
+Every principal (a person, a group-bound key, an anonymous key) has a per-minute rate and an
+optional per-day quota for each of search, answer and ingest (``CITEWISE_RATE_*`` and
+``CITEWISE_QUOTA_*``; 0 = unlimited). A key created with its own limits
+(``--limit answer_per_minute=600``) also draws on buckets of its own, shared by everyone it acts
+for: the Slack bot's key caps the bot as a whole while each asking engineer keeps their own
+allowance.
+"""
+
+from __future__ import annotations
+
+from citewise.api.identity.caller import Caller
+from citewise.api.metering.buckets import WINDOWS, Decision, Policy, TokenBuckets
+from citewise.settings import Settings
+
+CLASSES = ("search", "answer", "ingest")
+
+
+class RateLimiter:
+    def __init__(self, settings: Settings, buckets: TokenBuckets) -> None:
+        self.buckets = buckets
+        self.defaults = {
+            (cls, period): getattr(settings, f"{'rate' if period == 'minute' else 'quota'}_"
+                                             f"{cls}_per_{period}")
+            for cls in CLASSES for period in WINDOWS
+        }
+
+    def policies(self, caller: Caller, cls: str) -> list[Policy]:
+        out = []
+        for period, window in WINDOWS.items():
+            quota = self.defaults[(cls, period)]
+            if quota:
+                out.append(Policy(f"{cls}-{period}", f"{caller.principal}|{cls}|{period}",
+                                  quota, window))
+            own = caller.limits.get(f"{cls}_per_{period}")
+            if caller.key and own:
+                out.append(Policy(f"key-{cls}-{period}", f"key:{caller.key}|{cls}|{period}",
+                                  own, window))
+        return out
+
+    def check(self, caller: Caller, cls: str) -> Decision:
+        return self.buckets.take(self.policies(caller, cls))

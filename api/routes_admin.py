@@ -1,0 +1,120 @@
+"""Administration over HTTP: API keys, usage and the audit log (the ``admin`` scope, checked by
+the front door). Every call is written to the audit log, reads included."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from citewise.api.auth import caller
+from citewise.api.identity.caller import Caller
+from citewise.api.openapi import problem_response
+from citewise.errors import InvalidRequestError
+
+router = APIRouter(prefix="/v1", tags=["admin"])
+
+
+class KeyRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=64, examples=["slack-bot"])
+    scopes: list[Literal["search", "answer", "ingest", "admin"]] = Field(
+        min_length=1, examples=[["search", "answer"]])
+    principal: str | None = Field(default=None, max_length=200,
+                                  description="user:<id> or group:<name> the key acts as.")
+    assert_identity: bool = Field(
+        default=False, description="May name the end user in X-Citewise-User/Groups.")
+    expires: str | None = Field(default=None, max_length=40,
+                                description="90d, 12h, 30m or an ISO date; unset = never.")
+    limits: dict[str, Annotated[int, Field(ge=0, le=10_000_000)]] = Field(
+        default_factory=dict, description="Own limits, e.g. {\"answer_per_minute\": 600}.")
+
+
+def _audit(request: Request, who: Caller, action: str, target: str | None = None,
+           detail: dict | None = None) -> None:
+    request.app.state.door.audit.record(
+        action, actor=who.principal, key=who.key, target=target, detail=detail,
+        client=request.client.host if request.client else None,
+        request_id=request.state.request_id)
+
+
+@router.get("/keys", summary="API keys (never their secrets)")
+def list_keys(request: Request, who: Annotated[Caller, Depends(caller)]) -> dict:
+    _audit(request, who, "keys.list")
+    return {"keys": [k.public() for k in request.app.state.door.keys.list()]}
+
+
+@router.post("/keys", status_code=201, summary="Create an API key; its secret is shown once",
+             responses={409: problem_response("A key of that name exists (names are never "
+                                              "reused).")})
+def create_key(body: KeyRequest, request: Request,
+               who: Annotated[Caller, Depends(caller)]) -> dict:
+    key, secret = request.app.state.door.keys.create(
+        body.name, list(body.scopes), principal=body.principal,
+        assert_identity=body.assert_identity, expires=body.expires, limits=body.limits,
+        created_by=who.principal)
+    _audit(request, who, "key.create", key.name, {"scopes": sorted(key.scopes),
+                                                   "principal": key.principal,
+                                                   "assert_identity": key.assert_identity,
+                                                   "expires_at": key.expires_at})
+    return {**key.public(), "secret": secret}
+
+
+@router.delete("/keys/{name}", summary="Revoke an API key (at once, for good)")
+def revoke_key(name: Annotated[str, Path(max_length=64)], request: Request,
+               who: Annotated[Caller, Depends(caller)]) -> dict:
+    key = request.app.state.door.keys.revoke(name)
+    _audit(request, who, "key.revoke", key.name)
+    return key.public()
+
+
+def parse_since(text: str | None, default: timedelta = timedelta(days=7)) -> datetime:
+    """``7d``, ``24h``, ``30m`` ago, or an ISO date/time."""
+    now = datetime.now(UTC)
+    if not text:
+        return now - default
+    text = text.strip()
+    units = {"d": "days", "h": "hours", "m": "minutes"}
+    if text[-1:] in units and text[:-1].isdigit():
+        return now - timedelta(**{units[text[-1]]: int(text[:-1])})
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidRequestError(
+            f"since={text!r} is neither a duration nor a date",
+            hint="use 7d, 24h, 30m or an ISO date such as 2026-12-01") from None
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+@router.get("/usage", summary="Who used what: requests, errors, results, tokens and cost")
+def usage(
+    request: Request,
+    who: Annotated[Caller, Depends(caller)],
+    since: Annotated[str | None, Query(max_length=40, description="7d, 24h or a date")] = None,
+    until: Annotated[str | None, Query(max_length=40)] = None,
+    group_by: Literal["principal", "key", "route", "day"] = "principal",
+) -> dict:
+    start = parse_since(since)
+    end = parse_since(until) if until else None
+    _audit(request, who, "usage.read", detail={"since": start.isoformat(),
+                                               "group_by": group_by})
+    rows = request.app.state.door.usage.report(start, end, group_by)
+    return {"since": start.isoformat(timespec="seconds"), "group_by": group_by, "rows": rows}
+
+
+@router.get("/audit", summary="The audit log, newest first")
+def audit(
+    request: Request,
+    who: Annotated[Caller, Depends(caller)],
+    since: Annotated[str | None, Query(max_length=40)] = None,
+    action: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> dict:
+    start = parse_since(since, default=timedelta(days=30))
+    _audit(request, who, "audit.read")
+    entries = request.app.state.door.audit.read(start.isoformat(timespec="seconds"), limit,
+                                                action)
+    return {"entries": entries}
