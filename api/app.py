@@ -14,7 +14,14 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from citewise import __version__, metrics
-from citewise.api import problems, routes_admin, routes_ingest, routes_library, routes_query
+from citewise.api import (
+    problems,
+    routes_admin,
+    routes_ingest,
+    routes_library,
+    routes_openai,
+    routes_query,
+)
 from citewise.api.auth import is_admin
 from citewise.api.composition import Door, Services, build_door, build_services
 from citewise.api.frontdoor import FrontDoor
@@ -129,6 +136,7 @@ def create_app(
     app.include_router(routes_library.router)
     app.include_router(routes_ingest.router)
     app.include_router(routes_admin.router)
+    app.include_router(routes_openai.router)
 
     @app.get("/healthz", tags=["ops"], summary="Liveness, and for admins the index's state")
     def healthz(request: Request) -> dict:
@@ -144,7 +152,8 @@ def create_app(
             "version": __version__,
             "index": s.index_kind,
             "blob_store": s.settings.blob_store,
-            "answers": "llm" if s.settings.llm_base_url else "extractive",
+            "answers": "llm" if s.gateway is not None else "extractive",
+            "llm": {"providers": s.gateway.health()} if s.gateway is not None else None,
             "identity": request.app.state.door.authenticator.methods or ["local"],
             "documents": s.catalog.count_documents(),
             "chunks": health.catalog_chunks,

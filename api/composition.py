@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 from dataclasses import dataclass
 
 from citewise.api.identity.authenticate import Authenticator
@@ -19,6 +20,8 @@ from citewise.api.metering.buckets import TokenBuckets
 from citewise.api.metering.limits import RateLimiter
 from citewise.api.metering.usage import UsageLog
 from citewise.errors import ConfigError
+from citewise.gateway import Gateway
+from citewise.gateway.provider import ProviderSpec
 from citewise.index.blobs import BlobStore, LocalBlobStore, S3BlobStore
 from citewise.index.catalog import Catalog
 from citewise.index.dense import DenseEncoder, EmbeddingCache
@@ -29,7 +32,6 @@ from citewise.ingest.pipeline import IngestPipeline
 from citewise.retrieval.answering import AnswerService
 from citewise.retrieval.fusion import FusionConfig
 from citewise.retrieval.library import DeclaredSource, LibraryService
-from citewise.retrieval.llm import LLMClient
 from citewise.retrieval.rerank import CrossEncoderReranker, HttpReranker, Reranker
 from citewise.retrieval.search import SearchService
 from citewise.settings import Settings
@@ -49,12 +51,15 @@ class Services:
     answers: AnswerService
     library: LibraryService
     jobs: JobQueue
+    gateway: Gateway | None = None
 
     @property
     def index_kind(self) -> str:
         return "server" if self.settings.qdrant_url else "embedded"
 
     def close(self) -> None:
+        if self.gateway is not None:
+            self.gateway.close()
         self.index.close()
         self.catalog.close()
 
@@ -116,6 +121,58 @@ def build_blobs(settings: Settings) -> BlobStore:
     return LocalBlobStore(settings.blob_dir)
 
 
+def provider_specs(settings: Settings) -> list[ProviderSpec]:
+    """The model providers, in the order requests try them: ``[[llm.providers]]``, or the
+    one-provider shortcut ``CITEWISE_LLM_BASE_URL`` / ``CITEWISE_LLM_MODEL``."""
+    if settings.llm_providers and settings.llm_base_url:
+        raise ConfigError(
+            "both [[llm.providers]] and CITEWISE_LLM_BASE_URL are set",
+            hint="list every provider under [[llm.providers]] and unset CITEWISE_LLM_BASE_URL",
+        )
+    specs = []
+    for p in settings.llm_providers:
+        key = None
+        if p.api_key_env:
+            key = os.environ.get(p.api_key_env)
+            if not key:
+                raise ConfigError(
+                    f"model provider '{p.name}' reads its key from ${p.api_key_env}, "
+                    "which is not set",
+                    hint=f"export {p.api_key_env}=..., or drop api_key_env for a provider "
+                         "that needs no key (a local vLLM or Ollama)",
+                )
+        specs.append(ProviderSpec(
+            name=p.name, base_url=p.base_url, model=p.model, api_key=key,
+            input_price=p.input_price, output_price=p.output_price, timeout=p.timeout,
+            max_concurrency=p.max_concurrency, stream_usage=p.stream_usage))
+    if settings.llm_base_url:
+        if not settings.llm_model:
+            raise ConfigError(
+                "CITEWISE_LLM_BASE_URL is set but CITEWISE_LLM_MODEL is not",
+                hint="name the model the endpoint serves, e.g. llama3.1:8b",
+            )
+        specs.append(ProviderSpec(
+            name="default", base_url=settings.llm_base_url, model=settings.llm_model,
+            api_key=settings.llm_api_key, timeout=settings.llm_timeout,
+            input_price=settings.llm_input_price, output_price=settings.llm_output_price))
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"model provider names repeat: {names}",
+                          hint="give each [[llm.providers]] entry its own name")
+    return specs
+
+
+def build_gateway(settings: Settings) -> Gateway | None:
+    """The model gateway over the configured providers; None = extractive answers only."""
+    specs = provider_specs(settings)
+    if not specs:
+        return None
+    return Gateway.from_specs(
+        specs, deadline=settings.llm_deadline, max_attempts=settings.llm_max_attempts,
+        breaker_threshold=settings.llm_breaker_failures,
+        breaker_reset=settings.llm_breaker_reset)
+
+
 def build_services(settings: Settings) -> Services:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     catalog = Catalog(settings.catalog_path)
@@ -137,21 +194,10 @@ def build_services(settings: Settings) -> Services:
         fusion=FusionConfig(settings.search_fusion, settings.search_dense_weight),
         reranker=build_reranker(settings), rerank_candidates=settings.rerank_candidates,
     )
-    llm = None
-    if settings.llm_base_url:
-        if not settings.llm_model:
-            raise ConfigError(
-                "CITEWISE_LLM_BASE_URL is set but CITEWISE_LLM_MODEL is not",
-                hint="name the model the endpoint serves, e.g. llama3.1:8b",
-            )
-        llm = LLMClient(
-            settings.llm_base_url,
-            settings.llm_model,
-            api_key=settings.llm_api_key,
-            timeout=settings.llm_timeout,
-        )
+    gateway = build_gateway(settings)
     answers = AnswerService(
-        search=search, dense=dense, catalog=catalog, min_score=settings.answer_min_score, llm=llm,
+        search=search, dense=dense, catalog=catalog, min_score=settings.answer_min_score,
+        gateway=gateway,
     )
     return Services(
         settings=settings,
@@ -167,6 +213,7 @@ def build_services(settings: Settings) -> Services:
             catalog, blobs, [DeclaredSource(s.name, s.type) for s in settings.sources]
         ),
         jobs=JobQueue(pipeline),
+        gateway=gateway,
     )
 
 

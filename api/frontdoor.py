@@ -53,6 +53,8 @@ def _rule(methods: str | None, path: str, scope: str | None, rate_class: str | N
 RULES = (
     _rule("GET|POST", r"^/v1/search$", "search", "search", "/v1/search"),
     _rule("POST", r"^/v1/answer$", "answer", "answer", "/v1/answer"),
+    _rule("POST", r"^/v1/chat/completions$", "answer", "answer", "/v1/chat/completions"),
+    _rule("GET", r"^/v1/models(/|$)", "answer", None, "/v1/models"),
     _rule(None, r"^/v1/documents(/|$)", "search", "search", "/v1/documents/{document_id}"),
     _rule(None, r"^/v1/sources$", "search", "search", "/v1/sources"),
     _rule("POST", r"^/v1/ingest/jobs$", "ingest", "ingest", "/v1/ingest/jobs"),
@@ -139,7 +141,8 @@ class FrontDoor:
                         caller = None
                     else:
                         self._refused(door, e, caller, rule, address, request_id)
-                        await send_problem(send_with_headers, e, _challenge(e))
+                        await send_problem(send_with_headers, e, _challenge(e),
+                                           path=scope.get("path", ""))
                         return
             state["caller"] = caller
             if rule is not None and rule.rate_class and caller is not None:
@@ -150,7 +153,8 @@ class FrontDoor:
                     await send_problem(send_with_headers, RateLimited(
                         f"too many {rule.rate_class} requests: the {decision.policy.name} limit "
                         f"of {decision.policy.quota} per {decision.policy.window} s is used up",
-                        hint=f"retry after {max(1, decision.reset)} s"))
+                        hint=f"retry after {max(1, decision.reset)} s"),
+                        path=scope.get("path", ""))
                     return
             await self.app(scope, receive, send_with_headers)
         finally:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 
-from citewise.api.problems import problem_body
+from citewise.api.problems import for_path, problem_body
 from citewise.errors import CitewiseError, InvalidRequestError
 
 Scope = dict
@@ -28,10 +28,10 @@ class PayloadTooLarge(CitewiseError):
     code = "payload_too_large"
 
 
-async def send_problem(send: Send, error: CitewiseError, headers: list | None = None) -> None:
-    body = json.dumps(
-        problem_body(error.status_code, error.code, error.message, error.hint)
-    ).encode()
+async def send_problem(send: Send, error: CitewiseError, headers: list | None = None,
+                       path: str = "") -> None:
+    body = json.dumps(for_path(
+        problem_body(error.status_code, error.code, error.message, error.hint), path)).encode()
     await send({
         "type": "http.response.start",
         "status": error.status_code,
@@ -62,10 +62,10 @@ class BodyLimit:
                     declared = int(value)
                 except ValueError:
                     await send_problem(send, InvalidRequestError(
-                        "the Content-Length header is not a number"))
+                        "the Content-Length header is not a number"), path=scope["path"])
                     return
                 if declared > self.max_bytes:
-                    await send_problem(send, self._too_large())
+                    await send_problem(send, self._too_large(), path=scope["path"])
                     return
         received = 0
         started = False
@@ -89,7 +89,7 @@ class BodyLimit:
             await self.app(scope, counted_receive, tracking_send)
         except _BodyTooLarge:
             if not started:
-                await send_problem(send, self._too_large())
+                await send_problem(send, self._too_large(), path=scope["path"])
 
 
 class _BodyTooLarge(BaseException):

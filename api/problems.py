@@ -13,33 +13,34 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from citewise.errors import CitewiseError
+from citewise.errors import CitewiseError, problem_body
 
 log = logging.getLogger("citewise.api")
 
 PROBLEM_JSON = "application/problem+json"
+__all__ = ["PROBLEM_JSON", "for_path", "problem", "problem_body"]
 
 
-def problem_body(
-    status: int, code: str, detail: str, hint: str | None = None, errors: list | None = None
-) -> dict:
-    body = {
-        "type": f"urn:citewise:error:{code}",
-        "title": code.replace("_", " ").capitalize(),
-        "status": status,
-        "detail": detail,
-        "hint": hint,
-    }
-    if errors:
-        body["errors"] = errors
+# Routes of the OpenAI protocol: their clients read errors from {"error": {"message": ...}}.
+OPENAI_PATHS = ("/v1/chat/", "/v1/models")
+
+
+def for_path(body: dict, path: str) -> dict:
+    """The problem body, plus the OpenAI error member on the OpenAI-protocol routes (an RFC
+    9457 extension member), so the official clients show the detail instead of a bare code."""
+    if path.startswith(OPENAI_PATHS):
+        message = body["detail"] + (f" ({body['hint']})" if body.get("hint") else "")
+        body["error"] = {"message": message, "type": body["type"].rsplit(":", 1)[-1],
+                         "code": body["status"]}
     return body
 
 
 def problem(
-    status: int, code: str, detail: str, hint: str | None = None, errors: list | None = None
+    status: int, code: str, detail: str, hint: str | None = None, errors: list | None = None,
+    *, path: str = "",
 ) -> JSONResponse:
-    return JSONResponse(problem_body(status, code, detail, hint, errors), status_code=status,
-                        media_type=PROBLEM_JSON)
+    return JSONResponse(for_path(problem_body(status, code, detail, hint, errors), path),
+                        status_code=status, media_type=PROBLEM_JSON)
 
 
 def install(app: FastAPI) -> None:
@@ -47,7 +48,8 @@ def install(app: FastAPI) -> None:
     async def _citewise(request: Request, exc: CitewiseError):
         if exc.status_code >= 500:
             log.error("%s %s failed: %s", request.method, request.url.path, exc)
-        return problem(exc.status_code, exc.code, exc.message, exc.hint)
+        return problem(exc.status_code, exc.code, exc.message, exc.hint,
+                       path=request.url.path)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError):
@@ -62,6 +64,7 @@ def install(app: FastAPI) -> None:
             f"the request is not valid: {detail}",
             hint="see the request schema at /docs",
             errors=errors,
+            path=request.url.path,
         )
 
     @app.exception_handler(StarletteHTTPException)
@@ -72,8 +75,9 @@ def install(app: FastAPI) -> None:
         detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         if exc.status_code == 404 and detail == "Not Found":
             detail = f"no such endpoint: {request.method} {request.url.path}"
-            return problem(404, code, detail, hint="the API is described at /docs")
-        return problem(exc.status_code, code, detail)
+            return problem(404, code, detail, hint="the API is described at /docs",
+                           path=request.url.path)
+        return problem(exc.status_code, code, detail, path=request.url.path)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception):

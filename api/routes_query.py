@@ -15,6 +15,8 @@ from citewise.api.schemas import (
     SearchRequest,
     SearchResponse,
 )
+from citewise.api.sse import error_problem, event_response, event_schema, relay, sse_bytes
+from citewise.retrieval.answering.stream import EVENTS
 from citewise.types import Identity, SearchFilters
 
 router = APIRouter(prefix="/v1", tags=["query"])
@@ -69,18 +71,59 @@ def search_get(
     return _search(request, who, body)
 
 
-@router.post("/answer", response_model=AnswerResponse, summary="Cited answer")
+STREAM_DOC = {
+    "description": "The answer as JSON; with `stream: true` or `Accept: text/event-stream`, "
+    "server-sent events: `citations`, then `delta` and `block`, then `done` (the whole answer, "
+    "authoritative) or `error` (a problem body with the text `received`); `: ping` comments "
+    "keep quiet streams open.",
+    "content": {"text/event-stream": {"schema": event_schema(list(EVENTS)), "example": (
+        'event: citations\ndata: {"citations":[{"n":1,"title":"Redis cache failover",...}]}\n\n'
+        'event: delta\ndata: {"text":"Promote the replica [1]"}\n\n'
+        'event: done\ndata: {"answer":{"answer":"Promote the replica [1]","mode":"llm",...}}'
+        '\n\n')}},
+}
+
+
+def _meter(request: Request, answer: dict) -> None:
+    """What usage records for this request: the passages cited, the model's tokens and cost."""
+    request.state.results = len(answer.get("citations") or [])
+    usage = answer.get("usage") or {}
+    request.state.tokens_in = usage.get("tokens_in", 0)
+    request.state.tokens_out = usage.get("tokens_out", 0)
+    request.state.cost = usage.get("cost", 0.0)
+
+
+def wants_events(request: Request, stream: bool) -> bool:
+    return stream or "text/event-stream" in request.headers.get("accept", "")
+
+
+@router.post("/answer", response_model=AnswerResponse, summary="Cited answer",
+             responses={200: STREAM_DOC})
 def answer(
     body: AnswerRequest, request: Request, who: Annotated[Identity, Depends(identity)]
-) -> AnswerResponse:
+):
     """An answer whose every sentence carries `[n]` markers resolving to `citations`.
 
-    Extractive unless an LLM endpoint is configured. When the evidence is weak, `abstained`
-    is true and the answer says nothing was found rather than guessing.
+    Extractive unless model providers are configured; if they all fail, the extractive answer
+    comes back with `reason`. When the evidence is weak, `abstained` is true and the answer
+    says nothing was found rather than guessing.
     """
     started = time.perf_counter()
-    result = request.app.state.services.answers.answer(body.question, who, _filters(body.filters))
-    request.state.results = len(result.citations)  # for usage
+    services = request.app.state.services
+    if wants_events(request, body.stream):
+        def encode(event) -> bytes:
+            if event.event == "done":
+                _meter(request, event.data["answer"])
+                event.data["answer"]["took_ms"] = round((time.perf_counter() - started) * 1000,
+                                                        2)
+            return sse_bytes(event.event, event.data)
+
+        events = services.answers.stream(body.question, who, _filters(body.filters))
+        return event_response(relay(
+            events, encode, keepalive=services.settings.sse_keepalive,
+            on_error=lambda e: sse_bytes("error", error_problem(e))))
+    result = services.answers.answer(body.question, who, _filters(body.filters))
+    _meter(request, result.model_dump())
     return AnswerResponse(
         **dict(result), took_ms=round((time.perf_counter() - started) * 1000, 2)
     )

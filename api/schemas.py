@@ -65,6 +65,9 @@ class AnswerRequest(BaseModel):
 
     question: str = Field(min_length=1, max_length=2000)
     filters: Filters = Field(default_factory=Filters)
+    stream: bool = Field(default=False, description="Answer with server-sent events "
+                         "(citations, delta, block, done, error); so does "
+                         "`Accept: text/event-stream`.")
 
 
 class AnswerResponse(Answer):

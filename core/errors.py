@@ -21,6 +21,26 @@ class CitewiseError(Exception):
     def __str__(self) -> str:
         return f"{self.message} ({self.hint})" if self.hint else self.message
 
+    def problem(self) -> dict:
+        """This error as an RFC 9457 problem body (HTTP responses, SSE error events)."""
+        return problem_body(self.status_code, self.code, self.message, self.hint)
+
+
+def problem_body(
+    status: int, code: str, detail: str, hint: str | None = None, errors: list | None = None
+) -> dict:
+    """The one problem-details shape every door uses."""
+    body = {
+        "type": f"urn:citewise:error:{code}",
+        "title": code.replace("_", " ").capitalize(),
+        "status": status,
+        "detail": detail,
+        "hint": hint,
+    }
+    if errors:
+        body["errors"] = errors
+    return body
+
 
 class ConfigError(CitewiseError):
     """A setting or the config file is invalid."""

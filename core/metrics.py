@@ -34,3 +34,29 @@ RATE_LIMITED = Counter(
 AUTH_REFUSED = Counter(
     "citewise_auth_refused_total", "Requests refused at the front door", ["status"]
 )
+LLM_SECONDS = Histogram(
+    "citewise_llm_request_seconds", "Time of one model call, to its last token", ["provider"],
+    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80),
+)
+LLM_TTFT = Histogram(
+    "citewise_llm_time_to_first_token_seconds", "Time to a streamed call's first token",
+    ["provider"], buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10),
+)
+LLM_ERRORS = Counter(
+    "citewise_llm_errors_total", "Failed model calls by provider and kind (timeout, connect, "
+    "status, rate_limited, refused, malformed, dropped, busy)", ["provider", "kind"],
+)
+LLM_FAILOVERS = Counter(
+    "citewise_llm_failovers_total", "Requests moved on from a provider after it failed",
+    ["provider"],
+)
+LLM_TOKENS = Counter(
+    "citewise_llm_tokens_total", "Model tokens by provider and direction (in, out)",
+    ["provider", "direction"],
+)
+LLM_COST = Counter("citewise_llm_cost_total", "Model cost in the configured currency",
+                   ["provider"])
+LLM_BREAKER = Gauge(
+    "citewise_llm_breaker_state", "Circuit breaker per provider: 0 closed, 1 half-open, 2 open",
+    ["provider"],
+)

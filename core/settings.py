@@ -86,6 +86,32 @@ class GroupConfig(BaseModel):
         return [x.strip().lower().lstrip("@") for x in v if x.strip()]
 
 
+class ProviderConfig(BaseModel):
+    """A ``[[llm.providers]]`` entry: one OpenAI-compatible endpoint in the model gateway's
+    chain. The key is never in the file: ``api_key_env`` names the variable that holds it."""
+
+    model_config = {"extra": "forbid"}
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    base_url: str = Field(description="e.g. http://vllm:8000/v1 or http://localhost:11434/v1")
+    model: str
+    api_key_env: str | None = Field(default=None, description="Env variable with the key.")
+    input_price: float = Field(default=0.0, ge=0, description="Per million prompt tokens.")
+    output_price: float = Field(default=0.0, ge=0, description="Per million output tokens.")
+    timeout: float = Field(default=30.0, gt=0, description="Seconds for one call.")
+    max_concurrency: int = Field(default=8, ge=1, description="Calls in flight at once.")
+    stream_usage: bool = Field(
+        default=True, description="Ask for usage on the last streamed chunk "
+        "(stream_options.include_usage); turn off for servers that reject the field.")
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("base_url must be an http(s) URL ending in /v1")
+        return v.rstrip("/")
+
+
 class Settings(BaseSettings):
     """Every knob, with the environment variable that sets it (prefix ``CITEWISE_``)."""
 
@@ -136,7 +162,25 @@ class Settings(BaseSettings):
     )
     llm_model: str | None = Field(default=None, description="Model name for the LLM endpoint.")
     llm_api_key: str | None = Field(default=None, description="Bearer token for the LLM endpoint.")
-    llm_timeout: float = Field(default=60.0, description="Seconds to wait for an LLM answer.")
+    llm_timeout: float = Field(
+        default=60.0, gt=0, description="Seconds one model call may take (the one-provider "
+        "shortcut; [[llm.providers]] set their own).")
+    llm_input_price: float = Field(
+        default=0.0, ge=0, description="Price per million prompt tokens (one-provider shortcut).")
+    llm_output_price: float = Field(
+        default=0.0, ge=0, description="Price per million output tokens (one-provider shortcut).")
+    llm_deadline: float = Field(
+        default=90.0, gt=0, description="Seconds an answer may spend on models, retries and "
+        "failovers included; then the extractive answer is returned.")
+    llm_max_attempts: int = Field(
+        default=4, ge=1, le=20, description="Model calls per answer, over all providers.")
+    llm_breaker_failures: int = Field(
+        default=5, ge=1, description="Consecutive failures that open a provider's breaker.")
+    llm_breaker_reset: float = Field(
+        default=30.0, gt=0, description="Seconds an open breaker waits before a probe call.")
+    sse_keepalive: float = Field(
+        default=15.0, gt=0, description="Seconds of quiet after which a streamed answer sends "
+        "a `: ping` comment, so proxies keep the connection open.")
 
     # Retrieval
     search_prefetch: int = Field(default=50, description="Candidates per method before fusion.")
@@ -283,6 +327,7 @@ class Settings(BaseSettings):
     # Set from the config file, not from the environment.
     sources: list[SourceConfig] = Field(default_factory=list, exclude=True)
     groups: list[GroupConfig] = Field(default_factory=list, exclude=True)
+    llm_providers: list[ProviderConfig] = Field(default_factory=list, exclude=True)
 
     @classmethod
     def settings_customise_sources(
@@ -359,16 +404,22 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
     file_values: dict[str, Any] = {}
     sources: list[dict[str, Any]] = []
     groups: list[dict[str, Any]] = []
+    providers: list[dict[str, Any]] = []
     if path is not None:
         path = Path(path).resolve()
         raw = _read_config_file(path)
-        unknown = set(raw) - {"settings", "sources", "groups"}
+        unknown = set(raw) - {"settings", "sources", "groups", "llm"}
         if unknown:
             raise ConfigError(
                 f"config file {path} has unknown top-level keys: {sorted(unknown)}",
-                hint="only [settings], [[sources]] and [[groups]] are read",
+                hint="only [settings], [[sources]], [[groups]] and [[llm.providers]] are read",
             )
         groups = list(raw.get("groups", []))
+        llm = raw.get("llm", {})
+        if not isinstance(llm, dict) or set(llm) - {"providers"}:
+            raise ConfigError(f"config file {path}: [llm] only holds [[llm.providers]]",
+                              hint="see citewise.example.toml")
+        providers = list(llm.get("providers", []))
         file_values = dict(raw.get("settings", {}))
         if "data_dir" in file_values:
             file_values["data_dir"] = path.parent / file_values["data_dir"]
@@ -387,6 +438,7 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
         settings = Settings(**{**file_values, **overrides})
         settings.sources = [SourceConfig(**s) for s in sources]
         settings.groups = [GroupConfig(**g) for g in groups]
+        settings.llm_providers = [ProviderConfig(**p) for p in providers]
         for source in settings.sources:
             if source.readers is None:
                 source.readers = settings.default_readers

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from citewise.api.composition import Services, build_services  # noqa: E402
 from citewise.index.dense import DenseEncoder  # noqa: E402
 from citewise.settings import Settings  # noqa: E402
 from tests.kb import write_kb  # noqa: E402
+from tests.live import free_port  # noqa: E402,F401  (re-exported for the tests)
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
@@ -54,12 +54,6 @@ def make_services(tmp_path, dense):
 def kb(tmp_path) -> Path:
     """The small knowledge base of ``tests/kb.py``, in a fresh folder."""
     return write_kb(tmp_path / "kb")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")

@@ -15,14 +15,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 # Folder -> installed package (pyproject's package-dir); core is the bare ``citewise``.
-LAYERS = ("core", "connectors", "index", "ingest", "retrieval", "api")
+LAYERS = ("core", "connectors", "gateway", "index", "ingest", "retrieval", "api")
 ALLOWED = {
     "core": set(),
     "connectors": set(),
+    "gateway": set(),
     "index": set(),
     "ingest": {"connectors", "index"},
-    "retrieval": {"index"},
-    "api": {"connectors", "index", "ingest", "retrieval"},
+    "retrieval": {"index", "gateway"},
+    "api": {"connectors", "gateway", "index", "ingest", "retrieval"},
 }
 
 

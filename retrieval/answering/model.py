@@ -65,6 +65,14 @@ ANSWER_EXAMPLE = {
 }
 
 
+class AnswerUsage(BaseModel):
+    tokens_in: int = Field(default=0, description="Prompt tokens the model read.")
+    tokens_out: int = Field(default=0, description="Tokens the model wrote.")
+    cost: float = Field(default=0.0, description="Their price, from the provider's prices.")
+    estimated: bool = Field(default=False, description="True when the provider reported no "
+                            "usage and the tokens were estimated from the text.")
+
+
 class Answer(BaseModel):
     model_config = {"json_schema_extra": {"examples": [ANSWER_EXAMPLE]}}
 
@@ -84,6 +92,11 @@ class Answer(BaseModel):
         default=0.0, description="Similarity of the best passage to the question."
     )
     reason: str | None = Field(default=None, description="Why it abstained, or fell back.")
+    provider: str | None = Field(default=None, description="The model provider that wrote it "
+                                 "(llm mode).")
+    model: str | None = Field(default=None, description="The provider's model (llm mode).")
+    usage: AnswerUsage | None = Field(default=None, description="Model tokens and cost, when a "
+                                      "model was called (also when it failed over).")
 
     @field_serializer("evidence")
     def _round(self, value: float) -> float:

@@ -7,9 +7,10 @@
    database is not an answer.
 3. The composer (``compose.py``) builds the answer from the sources' own units in the shape the
    question wants (``question.py``): steps, a fact, a function, a definition, sentences.
-4. With a model configured, it gets the same passages, numbered and fenced as data, and its
-   Markdown becomes the answer's blocks; if it fails or cites nothing, the extractive answer is
-   returned (with the reason).
+4. With a model gateway configured, the model gets the same passages, numbered and fenced as
+   data (``prompt.py``), and its Markdown becomes the answer's blocks; if every provider fails
+   or the answer cites nothing, the extractive answer is returned (with the reason).
+5. ``stream`` gives the same answer as events (``stream.py``) for server-sent events.
 """
 
 from __future__ import annotations
@@ -18,18 +19,34 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
 from citewise import metrics
+from citewise.gateway import Completion, Gateway, GatewayError, StreamBroken
 from citewise.index.catalog import Catalog
 from citewise.index.dense import DenseEncoder, embedding_text
 from citewise.language import is_english
 from citewise.retrieval.answering.compose import Composed, Composer, Evidence, restates
 from citewise.retrieval.answering.markdown import blocks_from_markdown
-from citewise.retrieval.answering.model import Answer, AnswerBlock, Citation, render_markdown
+from citewise.retrieval.answering.model import (
+    Answer,
+    AnswerBlock,
+    AnswerUsage,
+    Citation,
+    render_markdown,
+)
+from citewise.retrieval.answering.prompt import NO_ANSWER_TOKEN, PromptPassage, build_messages
 from citewise.retrieval.answering.question import Question, analyse
-from citewise.retrieval.llm import LLMClient, LLMError
+from citewise.retrieval.answering.stream import (
+    AnswerEvent,
+    BlockTracker,
+    MarkerFilter,
+    citations_event,
+    replay,
+)
 from citewise.retrieval.search import SearchResult, SearchService
 from citewise.types import Identity, SearchFilters
 
@@ -55,21 +72,22 @@ class AnswerService:
         dense: DenseEncoder,
         catalog: Catalog,
         min_score: float = 0.32,
-        llm: LLMClient | None = None,
+        gateway: Gateway | None = None,
         passages: int = 8,
     ) -> None:
         self.search = search
         self.dense = dense
         self.catalog = catalog
         self.min_score = min_score
-        self.llm = llm
+        self.gateway = gateway
         self.passages = passages
         self._hidden: dict[frozenset[str], tuple[float, set[str]]] = {}
         self._hidden_lock = threading.Lock()
 
-    def answer(
-        self, question: str, identity: Identity, filters: SearchFilters | None = None
-    ) -> Answer:
+    def _prepare(self, question: str, identity: Identity,
+                 filters: SearchFilters | None) -> Answer | _Prepared:
+        """Search, decide whether to abstain, and compose the extractive answer: everything an
+        answer needs before a model is asked. An abstention comes back as the ``Answer``."""
         q = analyse(question)
         results = self.search.search(question, identity, top_k=self.passages, filters=filters)
         if not results:
@@ -102,20 +120,83 @@ class AnswerService:
         composed = Composer(self._scorer(query_vec)).compose(q, ev)
         if composed is None or not composed.blocks:
             return self._abstain(q, evidence, "no passage holds an answer to quote")
-        fallback = None
-        if self.llm is not None:
-            try:
-                answer = self._llm_answer(q, ev, composed)
-                answer.evidence = evidence
-                metrics.ANSWERS.labels("llm", str(answer.abstained).lower()).inc()
-                return answer
-            except LLMError as e:
-                log.warning("LLM answer failed, falling back to extractive: %s", e)
-                fallback = f"the model failed, so this answer is extractive: {e}"
+        return _Prepared(q, ev, composed, evidence)
+
+    def answer(self, question: str, identity: Identity, filters: SearchFilters | None = None,
+               *, history: list[dict] | None = None) -> Answer:
+        """The cited answer. ``history`` (earlier turns of a chat, OpenAI message dicts) is
+        context for the model; retrieval uses ``question`` alone."""
+        prepared = self._prepare(question, identity, filters)
+        if isinstance(prepared, Answer):
+            return prepared
+        if self.gateway is None:
+            return self._extractive(prepared)
+        sources = _llm_passages(prepared.ev, prepared.composed)
+        messages = self._messages(prepared, sources, history)
+        try:
+            completion = self.gateway.complete(messages)
+        except GatewayError as e:
+            return self._extractive(prepared, f"no model answered, so this answer is "
+                                              f"extractive: {e.message}")
+        return self._generated(prepared, sources, completion.text, completion)
+
+    def stream(self, question: str, identity: Identity, filters: SearchFilters | None = None,
+               *, history: list[dict] | None = None) -> Iterator[AnswerEvent]:
+        """The answer as events (see ``stream.py``). A model stream that fails before its
+        first token falls back to the extractive answer; one that breaks after it ends with an
+        ``error`` event holding what was received. Closing the iterator closes the upstream
+        request."""
+        prepared = self._prepare(question, identity, filters)
+        if isinstance(prepared, Answer):
+            yield from replay(prepared)
+            return
+        if self.gateway is None:
+            yield from replay(self._extractive(prepared))
+            return
+        sources = _llm_passages(prepared.ev, prepared.composed)
+        yield citations_event(sources)
+        streamed = self.gateway.stream(self._messages(prepared, sources, history))
+        marks = MarkerFilter(len(sources), NO_ANSWER_TOKEN)
+        blocks = BlockTracker()
+        text = ""
+        try:
+            for delta in streamed:
+                out = marks.feed(delta)
+                if out:
+                    text += out
+                    yield AnswerEvent("delta", {"text": out})
+                    yield from blocks.update(text)
+        except GatewayError as e:
+            answer = self._extractive(prepared, f"no model answered, so this answer is "
+                                                f"extractive: {e.message}")
+            for event in replay(answer):
+                if event.event != "citations":  # already sent; the numbers are the same
+                    yield event
+            return
+        except StreamBroken as e:
+            metrics.ANSWERS.labels("llm", "broken").inc()
+            yield AnswerEvent("error", {**e.problem(), "received": text,
+                                        "provider": e.provider})
+            return
+        finally:
+            streamed.close()
+        completion = streamed.completion
+        if marks.is_no_answer:
+            answer = self._generated(prepared, sources, NO_ANSWER_TOKEN, completion)
+        else:
+            out = marks.flush()
+            if out:
+                text += out
+                yield AnswerEvent("delta", {"text": out})
+            yield from blocks.update(text, final=True)
+            answer = self._generated(prepared, sources, text, completion)
+        yield AnswerEvent("done", {"answer": answer.model_dump()})
+
+    def _extractive(self, p: _Prepared, reason: str | None = None) -> Answer:
         metrics.ANSWERS.labels("extractive", "false").inc()
-        return Answer(answer=render_markdown(composed.blocks), blocks=composed.blocks,
-                      citations=composed.citations, kind=q.kind, evidence=evidence,
-                      reason=fallback)
+        return Answer(answer=render_markdown(p.composed.blocks), blocks=p.composed.blocks,
+                      citations=p.composed.citations, kind=p.q.kind, evidence=p.evidence,
+                      reason=reason)
 
     def _abstain(self, q: Question, evidence: float, reason: str) -> Answer:
         metrics.ANSWERS.labels("extractive", "true").inc()
@@ -202,30 +283,54 @@ class AnswerService:
                 self._hidden.clear()
         return titles
 
-    # LLM --------------------------------------------------------------------------------------
-    def _llm_answer(self, q: Question, ev: Evidence, composed: Composed) -> Answer:
-        assert self.llm is not None
-        sources = _llm_passages(ev, composed)
-        text = self.llm.answer(q.text, [(c.title, c.heading, _passage_text(ev, c))
-                                        for c in sources])
-        if text.strip().upper().startswith("NO_ANSWER"):
-            return Answer(answer=NO_ANSWER, abstained=True, mode="llm", kind=q.kind,
-                          reason="the model found no answer in the passages",
-                          blocks=[AnswerBlock(type="paragraph", text=NO_ANSWER)])
-        used = sorted({int(n) for n in re.findall(r"\[(\d+)\]", text)})
-        valid = [n for n in used if 1 <= n <= len(sources)]
-        if not valid:
-            raise LLMError("the model's answer cites none of the passages")
-        # Drop markers that point nowhere, and renumber the rest densely.
-        renumber = {old: new for new, old in enumerate(valid, start=1)}
-        text = re.sub(
-            r"\[(\d+)\]",
-            lambda m: f"[{renumber[int(m.group(1))]}]" if int(m.group(1)) in renumber else "",
-            text,
-        ).strip()
-        citations = [sources[n - 1].model_copy(update={"n": renumber[n]}) for n in valid]
-        return Answer(answer=text, blocks=blocks_from_markdown(text), citations=citations,
-                      mode="llm", kind=q.kind)
+    # Generated answers ------------------------------------------------------------------
+    def _messages(self, p: _Prepared, sources: list[Citation],
+                  history: list[dict] | None) -> list[dict]:
+        passages = [PromptPassage(c.n, c.title, c.heading, _passage_text(p.ev, c))
+                    for c in sources]
+        return build_messages(p.q.text, passages, history=history)
+
+    def _generated(self, p: _Prepared, sources: list[Citation], text: str,
+                   completion: Completion | None) -> Answer:
+        """The model's text as the answer, if it is one: NO_ANSWER abstains; markers outside
+        the passages' numbers are dropped; an answer that cites nothing is replaced by the
+        extractive one. Citation numbers stay those the model saw (and a stream showed)."""
+        used = _usage(completion)
+        provider = completion.provider if completion else None
+        model = completion.model if completion else None
+        if text.strip().upper().startswith(NO_ANSWER_TOKEN):
+            metrics.ANSWERS.labels("llm", "true").inc()
+            return Answer(answer=NO_ANSWER, abstained=True, mode="llm", kind=p.q.kind,
+                          evidence=p.evidence, reason="the model found no answer in the "
+                          "passages", blocks=[AnswerBlock(type="paragraph", text=NO_ANSWER)],
+                          provider=provider, model=model, usage=used)
+        text = re.sub(r"\[(\d+)\]", lambda m: m.group(0) if 1 <= int(m.group(1)) <= len(sources)
+                      else "", text).strip()
+        cited = sorted({int(n) for n in re.findall(r"\[(\d+)\]", text)})
+        if not cited:
+            answer = self._extractive(p, "the model's answer cited none of the passages, so "
+                                         "this answer is extractive")
+            answer.usage = used
+            return answer
+        metrics.ANSWERS.labels("llm", "false").inc()
+        by_n = {c.n: c for c in sources}
+        return Answer(answer=text, blocks=blocks_from_markdown(text),
+                      citations=[by_n[n] for n in cited], mode="llm", kind=p.q.kind,
+                      evidence=p.evidence, provider=provider, model=model, usage=used)
+
+
+@dataclass
+class _Prepared:
+    q: Question
+    ev: Evidence
+    composed: Composed
+    evidence: float
+
+
+def _usage(completion: Completion | None) -> AnswerUsage | None:
+    if completion is None:
+        return None
+    return AnswerUsage(**completion.usage.as_dict())
 
 
 def _llm_passages(ev: Evidence, composed: Composed) -> list[Citation]:

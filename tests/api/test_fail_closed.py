@@ -13,20 +13,18 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 
-from citewise.api.app import create_app, uvicorn_options
+from citewise.api.app import create_app
 from citewise.ingest.jobs import run_source
 from citewise.types import Identity
-from tests.conftest import free_port
 from tests.kb import SECRET, clean_env, folder_source, make_key, write, write_kb
+from tests.live import LiveServer
 
 LOOPBACK = ("127.0.0.1", 50000)
 REMOTE = ("10.1.2.3", 50000)
@@ -173,35 +171,11 @@ def test_2_a_folder_or_git_source_must_say_who_reads_it(tmp_path):
 # 3. The client's address comes from the socket ---------------------------------------------------
 
 
-class _Server:
-    def __init__(self, app, settings) -> None:
-        self.port = free_port()
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
-                                **uvicorn_options(settings))
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        url = f"http://127.0.0.1:{self.port}"
-        for _ in range(300):
-            try:
-                httpx.get(f"{url}/healthz", timeout=1)
-                return url
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        raise AssertionError("server did not start")
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
-
-
 @pytest.mark.parametrize("trusted", [None, "127.0.0.1"])
 def test_3_x_forwarded_for_is_believed_only_from_trusted_proxies(make_services, tmp_path,
                                                                  trusted):
     services = make_services(trusted_proxies=trusted)
-    with _Server(create_app(services=services), services.settings) as url:
+    with LiveServer(create_app(services=services), services.settings) as url:
         remote_claim = httpx.get(f"{url}/v1/ingest/runs",
                                  headers={"X-Forwarded-For": "203.0.113.9"})
         local_claim = httpx.get(f"{url}/v1/ingest/runs", headers={"X-Forwarded-For": "::1"})
@@ -346,7 +320,7 @@ def test_9_big_bodies_are_refused_before_they_are_read(make_services):
     services = make_services(require_auth=True)
     secret = make_key(services)["Authorization"].split()[1]
     port_holder = {}
-    with _Server(create_app(services=services), services.settings) as url:
+    with LiveServer(create_app(services=services), services.settings) as url:
         port_holder["port"] = int(url.rsplit(":", 1)[1])
         big = 100 * 1024 * 1024
         # Without a key: 401 at once, though 100 MB are announced and only 10 bytes sent.

@@ -11,6 +11,7 @@ The seed is printed with every failure, so a failing case can be replayed exactl
 
 from __future__ import annotations
 
+import json
 import os
 import random
 
@@ -79,8 +80,9 @@ def test_no_route_returns_what_the_caller_may_not_read(world):
     services, docs, ids, bot, bound = world
     rng = random.Random(SEED + 1)
     by_id = {ids[key]: (key, *value) for key, value in docs.items()}
-    routes = ["search-post", "search-get", "answer", "document", "sources", "healthz"]
-    weights = [30, 20, 10, 25, 10, 5]
+    routes = ["search-post", "search-get", "answer", "answer-stream", "chat", "document",
+              "sources", "healthz"]
+    weights = [30, 20, 8, 4, 6, 22, 10, 5]
     checked = {r: 0 for r in routes}
     with TestClient(create_app(services=services), client=("10.0.0.9", 4000)) as c:
         for case in range(CASES):
@@ -125,6 +127,30 @@ def test_no_route_returns_what_the_caller_may_not_read(world):
                 for citation in answer["citations"]:
                     assert citation["document_id"] in readable, where
                 assert not any(w in answer["answer"] for w in hidden_words), where
+            elif route == "answer-stream":
+                resp = c.post("/v1/answer", json={"question": f"what is {query}?",
+                                                  "stream": True}, headers=headers)
+                assert resp.status_code == 200, (where, resp.text)
+                events = [json.loads(line[5:]) for line in resp.text.splitlines()
+                          if line.startswith("data:")]
+                shown = "".join(e.get("text", "") for e in events)
+                for event in events:
+                    for citation in event.get("citations", []):
+                        assert citation["document_id"] in readable, where
+                    if "answer" in event:  # done: the question's own words may be in reason
+                        shown += event["answer"]["answer"]
+                        for citation in event["answer"]["citations"]:
+                            assert citation["document_id"] in readable, where
+                assert not any(w in shown for w in hidden_words), where
+            elif route == "chat":
+                resp = c.post("/v1/chat/completions", headers=headers, json={
+                    "model": "citewise", "messages": [
+                        {"role": "user", "content": f"what is {query}?"}]})
+                assert resp.status_code == 200, (where, resp.text)
+                for citation in resp.json()["citations"]:
+                    assert citation["document_id"] in readable, where
+                content = resp.json()["choices"][0]["message"]["content"]
+                assert not any(w in content for w in hidden_words), where
             elif route == "document":
                 resp = c.get(f"/v1/documents/{target}", params={"include_content": "true"},
                              headers=headers)

@@ -74,6 +74,8 @@ def test_the_example_config_loads_and_every_source_builds(monkeypatch, tmp_path)
         monkeypatch.setenv(name, "x")
     settings = load_settings(example)
     assert {s.type for s in settings.sources} == {"folder", "git", "confluence"}
+    assert [p.name for p in settings.llm_providers] == ["vllm", "workers-ai"]
+    assert settings.llm_providers[1].api_key_env == "CITEWISE_WORKERS_AI_TOKEN"
     for source in settings.sources:  # options are checked; nothing is read yet
         assert build_connector(source, data_dir=tmp_path) is not None
 

@@ -8,19 +8,14 @@ points at, and a Python module.
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
 from citewise.ingest.jobs import run_source
-from citewise.retrieval.answering import AnswerService
 from citewise.retrieval.answering.markdown import blocks_from_markdown
 from citewise.retrieval.answering.question import analyse
-from citewise.retrieval.llm import LLMClient
 from citewise.settings import SourceConfig
 from citewise.types import Identity
 from tests.kb import folder_source, write, write_kb
@@ -356,55 +351,6 @@ def test_blocks_from_a_models_markdown():
     assert blocks[1].citations == [1, 2]
     assert (blocks[2].label, blocks[2].value, blocks[2].citations) == ("Owner", "team-cache",
                                                                        [3])
-
-
-class _FakeOpenAI(BaseHTTPRequestHandler):
-    """An OpenAI-compatible endpoint: answers with steps, and a marker that points nowhere."""
-
-    seen: list = []
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        _FakeOpenAI.seen.append(body)
-        content = ("Fail over in order [1]:\n\n1. Freeze writes [1]\n2. Promote the replica "
-                   "[1][9]\n")
-        reply = {"choices": [{"message": {"content": content}}]}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
-def test_llm_answers_become_blocks_and_keep_only_valid_citations(services):
-    server = HTTPServer(("127.0.0.1", 0), _FakeOpenAI)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        llm = LLMClient(f"http://127.0.0.1:{server.server_port}/v1", "test-model")
-        answers = AnswerService(search=services.search, dense=services.dense,
-                                catalog=services.catalog, llm=llm)
-        answer = answers.answer("how do I fail over the cache?", ANON)
-        assert answer.mode == "llm"
-        assert "[9]" not in answer.answer and [c.n for c in answer.citations] == [1]
-        assert [b.type for b in answer.blocks] == ["paragraph", "steps"]
-        prompt = _FakeOpenAI.seen[-1]["messages"][-1]["content"]
-        assert "cachectl promote" in prompt  # the model reads the whole procedure
-        assert "providerctl" not in prompt, "the model only sees readable passages"
-    finally:
-        server.shutdown()
-
-
-def test_llm_outage_falls_back_to_extractive_and_says_why(services):
-    llm = LLMClient("http://127.0.0.1:9/v1", "m", timeout=2)
-    answers = AnswerService(search=services.search, dense=services.dense,
-                            catalog=services.catalog, llm=llm)
-    answer = answers.answer("how do I fail over the cache?", ANON)
-    assert answer.mode == "extractive" and not answer.abstained and answer.citations
-    assert answer.reason and "model failed" in answer.reason
 
 
 def test_kb_answers_still_work(make_services, kb):

@@ -1,0 +1,179 @@
+"""What citewise adds to a model's time to first token, and how fast it relays a stream.
+
+A model provider on loopback (tests/fakes/openai_provider.py, speaking the chat-completions
+protocol) answers every request. Time to first token (TTFT) is measured to the first content
+delta, four ways:
+
+* the provider alone (an HTTP client streaming from it directly);
+* through the gateway (``Gateway.stream``: routing, breaker, accounting);
+* through citewise's HTTP API on a real uvicorn server: ``POST /v1/answer`` with
+  ``stream: true`` and ``POST /v1/chat/completions`` with ``stream: true``. These include
+  everything an answer does before the model is asked: identity, search, the abstention checks
+  and choosing the sections the model reads.
+
+Then throughput: a 2,000-chunk answer streamed through ``/v1/answer``, in events per second.
+
+    .venv/bin/python bench/bench_gateway.py      # -> bench/results/gateway.{json,md}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import httpx  # noqa: E402
+
+from citewise.api.app import create_app  # noqa: E402
+from citewise.api.composition import build_services  # noqa: E402
+from citewise.gateway import Gateway  # noqa: E402
+from citewise.gateway.provider import Provider, ProviderSpec  # noqa: E402
+from citewise.ingest.jobs import run_source  # noqa: E402
+from citewise.settings import ProviderConfig, Settings  # noqa: E402
+from tests.fakes.openai_provider import OpenAIProvider  # noqa: E402
+from tests.kb import folder_source, make_key, write_kb  # noqa: E402
+from tests.live import LiveServer  # noqa: E402
+
+N = 60
+QUESTION = "how do I fail over the redis cache?"
+MESSAGES = [{"role": "user", "content": "<<<passage 1 x>>>\nRedis\n<<<end passage 1 x>>>"}]
+
+
+def stats(samples: list[float]) -> dict:
+    samples = sorted(samples)
+    return {"p50_ms": round(statistics.median(samples), 2),
+            "p95_ms": round(samples[int(len(samples) * 0.95) - 1], 2), "n": len(samples)}
+
+
+def ttft_direct(provider: OpenAIProvider, client: httpx.Client) -> float:
+    body = {"model": provider.model, "messages": MESSAGES, "stream": True}
+    started = time.perf_counter()
+    with client.stream("POST", f"{provider.base_url}/chat/completions", json=body) as resp:
+        for line in resp.iter_lines():
+            if line.startswith("data:") and '"content": "' in line and '"content": ""' not in line:
+                return (time.perf_counter() - started) * 1000
+    raise AssertionError("no token")
+
+
+def ttft_gateway(gateway: Gateway) -> float:
+    started = time.perf_counter()
+    streamed = gateway.stream(MESSAGES)
+    for _ in streamed:
+        elapsed = (time.perf_counter() - started) * 1000
+        streamed.close()
+        return elapsed
+    raise AssertionError("no token")
+
+
+def ttft_http(client: httpx.Client, url: str, path: str, body: dict, headers: dict,
+              marker: str) -> float:
+    started = time.perf_counter()
+    with client.stream("POST", f"{url}{path}", json=body, headers=headers, timeout=60) as resp:
+        for line in resp.iter_lines():
+            if marker in line:
+                return (time.perf_counter() - started) * 1000
+    raise AssertionError(f"no token from {path}")
+
+
+def main() -> None:
+    out_dir = ROOT / "bench" / "results"
+    provider = OpenAIProvider(model="bench-model").start()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            kb = write_kb(Path(tmp) / "kb")
+            settings = Settings(
+                data_dir=Path(tmp) / "data", require_auth=True,
+                rate_answer_per_minute=10**9, quota_answer_per_day=10**9,
+                llm_providers=[ProviderConfig(name="loop", base_url=provider.base_url,
+                                              model=provider.model)])
+            services = build_services(settings)
+            run_source(services.pipeline, folder_source(kb), trigger="bench")
+            headers = make_key(services, "bench", scopes="answer")
+            gateway = Gateway([Provider(ProviderSpec(name="loop", base_url=provider.base_url,
+                                                     model=provider.model))])
+            app = create_app(services=services)
+            with LiveServer(app, settings) as url, httpx.Client() as client:
+                answer_body = {"question": QUESTION, "stream": True}
+                chat_body = {"model": "citewise", "stream": True,
+                             "messages": [{"role": "user", "content": QUESTION}]}
+                for _ in range(5):  # warm up: model, caches, connections
+                    ttft_direct(provider, client), ttft_gateway(gateway)
+                    ttft_http(client, url, "/v1/answer", answer_body, headers, "event: delta")
+                direct = stats([ttft_direct(provider, client) for _ in range(N)])
+                via_gateway = stats([ttft_gateway(gateway) for _ in range(N)])
+                via_answer = stats([ttft_http(client, url, "/v1/answer", answer_body, headers,
+                                              "event: delta") for _ in range(N)])
+                via_chat = stats([ttft_http(client, url, "/v1/chat/completions", chat_body,
+                                            headers, '"content":"R') for _ in range(N)])
+                # Throughput: one long answer, 2,000 chunks of 4 characters.
+                provider.reply = lambda body: "ok [1] " * 1143  # 8,001 characters
+                provider.chunk_chars = 4
+                started = time.perf_counter()
+                deltas = 0
+                first = last = None
+                with client.stream("POST", f"{url}/v1/answer", json=answer_body,
+                                   headers=headers, timeout=120) as resp:
+                    for line in resp.iter_lines():
+                        if line.startswith("event: delta"):
+                            deltas += 1
+                            now = time.perf_counter()
+                            first = first or now
+                            last = now
+                throughput = {"delta_events": deltas,
+                              "seconds": round(last - first, 3),
+                              "events_per_s": round(deltas / (last - first), 1),
+                              "total_s": round(time.perf_counter() - started, 3)}
+            gateway.close()
+            services.close()
+    finally:
+        provider.stop()
+
+    added = {"gateway": round(via_gateway["p50_ms"] - direct["p50_ms"], 2),
+             "answer_stream": round(via_answer["p50_ms"] - direct["p50_ms"], 2),
+             "chat_completions_stream": round(via_chat["p50_ms"] - direct["p50_ms"], 2)}
+    result = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "machine": f"{platform.machine()}, {platform.python_version()}, "
+                         f"{os.cpu_count()} cores",
+              "ttft_provider_direct": direct, "ttft_gateway": via_gateway,
+              "ttft_answer_stream": via_answer, "ttft_chat_completions_stream": via_chat,
+              "added_ttft_p50_ms": added, "stream_throughput": throughput}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "gateway.json").write_text(json.dumps(result, indent=2) + "\n")
+    md = [
+        "# Model gateway: added time to first token, and stream throughput",
+        "",
+        f"{result['when']}, {result['machine']}, {N} requests per case, a chat-completions "
+        "provider on loopback (`bench/bench_gateway.py`). Added = p50 minus the provider's own "
+        "p50. The HTTP rows include the whole answer path before the model is asked (API key, "
+        "rate limit, hybrid search, abstention checks, choosing the sections to send).",
+        "",
+        "| time to first token | p50 ms | p95 ms | added p50 ms |",
+        "|---|---:|---:|---:|",
+        f"| provider alone | {direct['p50_ms']} | {direct['p95_ms']} | - |",
+        f"| through the gateway | {via_gateway['p50_ms']} | {via_gateway['p95_ms']} | "
+        f"{added['gateway']} |",
+        f"| `POST /v1/answer` stream | {via_answer['p50_ms']} | {via_answer['p95_ms']} | "
+        f"{added['answer_stream']} |",
+        f"| `POST /v1/chat/completions` stream | {via_chat['p50_ms']} | {via_chat['p95_ms']} | "
+        f"{added['chat_completions_stream']} |",
+        "",
+        f"Throughput: {throughput['delta_events']} `delta` events in {throughput['seconds']} s "
+        f"= **{throughput['events_per_s']} events/s** through `/v1/answer` (SSE, one event per "
+        "provider chunk). Target: added TTFT <= 30 ms p50.",
+        "",
+    ]
+    (out_dir / "gateway.md").write_text("\n".join(md))
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()

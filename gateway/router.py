@@ -1,0 +1,247 @@
+"""The chain of providers: routing, retries with backoff, failover, a deadline, usage and cost.
+
+A request walks the chain in order. A provider that fails (connection refused, timeout, 5xx,
+429, a malformed or dropped stream) hands the request to the next one; when a whole round has
+failed, the router waits (exponential backoff with full jitter, or the soonest ``Retry-After``
+if that is later) and walks it again, until ``max_attempts`` calls have been made or the
+deadline would pass. A provider is skipped while its breaker is open or its ``Retry-After`` has
+not elapsed, and for the rest of the request once it refused it outright (4xx). Streams fail
+over only before their first token: after it, the caller has shown text to a person, so a break
+ends the stream with what was received (``StreamBroken``) instead of starting again elsewhere.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from citewise import metrics
+from citewise.errors import CitewiseError
+from citewise.gateway.breaker import STATE_VALUE, CircuitBreaker
+from citewise.gateway.provider import Provider, ProviderSpec
+from citewise.gateway.wire import ChatUsage, ProviderError
+
+log = logging.getLogger("citewise.gateway")
+
+
+class GatewayError(CitewiseError):
+    """No provider answered within the deadline; ``failures`` says what each attempt met."""
+
+    status_code = 503
+    code = "model_unavailable"
+
+    def __init__(self, message: str, failures: list[str]) -> None:
+        super().__init__(message, hint="the providers' errors are in the log and in "
+                         "citewise_llm_errors_total; /healthz shows their breakers")
+        self.failures = failures
+
+
+class StreamBroken(CitewiseError):
+    """A stream broke after its first token; ``received`` is the text that had arrived."""
+
+    status_code = 502
+    code = "stream_broken"
+
+    def __init__(self, provider: str, received: str, cause: ProviderError) -> None:
+        super().__init__(f"the answer from {provider} broke off: {cause.message}",
+                         hint="what was received is kept; ask again for the whole answer")
+        self.provider = provider
+        self.received = received
+
+
+@dataclass
+class Completion:
+    text: str
+    provider: str
+    model: str
+    usage: ChatUsage = field(default_factory=ChatUsage)
+    failures: list[str] = field(default_factory=list)  # what the attempts before it met
+    ttft: float | None = None
+
+
+class Gateway:
+    def __init__(self, providers: list[Provider], *, deadline: float = 60.0,
+                 max_attempts: int = 4, backoff: float = 0.25, backoff_max: float = 4.0,
+                 sleep: Callable[[float], None] = time.sleep,
+                 rng: Callable[[], float] = random.random) -> None:
+        if not providers:
+            raise ValueError("a gateway needs at least one provider")
+        self.providers = providers
+        self.deadline = deadline
+        self.max_attempts = max(1, max_attempts)
+        self.backoff = backoff
+        self.backoff_max = backoff_max
+        self._sleep = sleep
+        self._rng = rng
+        for p in providers:
+            metrics.LLM_BREAKER.labels(p.name).set(0)
+
+    @classmethod
+    def from_specs(cls, specs: list[ProviderSpec], *, breaker_threshold: int = 5,
+                   breaker_reset: float = 30.0, **kwargs) -> Gateway:
+        providers = []
+        for spec in specs:
+            gauge = metrics.LLM_BREAKER.labels(spec.name)
+            breaker = CircuitBreaker(breaker_threshold, breaker_reset,
+                                     on_change=lambda s, g=gauge: g.set(STATE_VALUE[s]))
+            providers.append(Provider(spec, breaker=breaker))
+        return cls(providers, **kwargs)
+
+    # The chain ---------------------------------------------------------------------------
+    def _attempts(self, end: float) -> Iterator[Provider]:
+        """Providers to try, in order, round after round, until attempts or time run out."""
+        made = 0
+        refused: set[str] = set()
+        for round_no in range(self.max_attempts):
+            for p in self.providers:
+                if made >= self.max_attempts or time.monotonic() >= end:
+                    return
+                if p.name in refused or p.wait_time() > 0 or not p.breaker.allow():
+                    continue
+                made += 1
+                ok = yield p
+                if ok is False:
+                    refused.add(p.name)
+            if made >= self.max_attempts:
+                return
+            live = [p for p in self.providers if p.name not in refused]
+            if not live:
+                return
+            pause = self._rng() * min(self.backoff_max, self.backoff * 2 ** round_no)
+            soonest = min(p.wait_time() for p in live)
+            pause = max(pause, soonest)
+            if time.monotonic() + pause >= end:
+                return
+            self._sleep(pause)
+
+    def _failed(self, p: Provider, e: ProviderError, failures: list[str]) -> None:
+        failures.append(str(e))
+        metrics.LLM_ERRORS.labels(p.name, e.kind).inc()
+        metrics.LLM_FAILOVERS.labels(p.name).inc()
+        log.warning("model call failed, moving on: %s", e)
+        if e.kind == "rate_limited":
+            p.breaker.release()
+            if e.retry_after is not None:
+                p.cool_down(e.retry_after)
+        elif e.kind == "busy":
+            p.breaker.release()
+        else:
+            p.breaker.failure()
+
+    def _succeeded(self, p: Provider, usage: ChatUsage, started: float) -> None:
+        p.breaker.success()
+        metrics.LLM_SECONDS.labels(p.name).observe(time.monotonic() - started)
+        metrics.LLM_TOKENS.labels(p.name, "in").inc(usage.tokens_in)
+        metrics.LLM_TOKENS.labels(p.name, "out").inc(usage.tokens_out)
+        metrics.LLM_COST.labels(p.name).inc(usage.cost)
+
+    def _give_up(self, failures: list[str], deadline: float) -> GatewayError:
+        if not failures:
+            waits = ", ".join(f"{p.name} in {p.wait_time():.0f} s" for p in self.providers)
+            return GatewayError(f"every model provider is resting ({waits})", failures)
+        return GatewayError(f"no model provider answered within {deadline:.0f} s: "
+                            + "; ".join(failures[-3:]), failures)
+
+    # Calls -------------------------------------------------------------------------------
+    def complete(self, messages: list[dict], *, deadline: float | None = None,
+                 max_tokens: int | None = None) -> Completion:
+        deadline = deadline or self.deadline
+        end = time.monotonic() + deadline
+        failures: list[str] = []
+        chain = self._attempts(end)
+        ok = None
+        while True:
+            try:
+                p = chain.send(ok) if ok is not None else next(chain)
+            except StopIteration:
+                raise self._give_up(failures, deadline) from None
+            started = time.monotonic()
+            try:
+                text, usage = p.complete(messages, timeout=end - started, max_tokens=max_tokens)
+            except ProviderError as e:
+                self._failed(p, e, failures)
+                ok = e.retryable
+                continue
+            self._succeeded(p, usage, started)
+            return Completion(text=text, provider=p.name, model=p.spec.model, usage=usage,
+                              failures=failures)
+
+    def stream(self, messages: list[dict], *, deadline: float | None = None) -> Streamed:
+        return Streamed(self, messages, deadline or self.deadline)
+
+    def health(self) -> list[dict]:
+        return [{"name": p.name, "model": p.spec.model, **p.breaker.snapshot(),
+                 "retry_in_s": round(p.wait_time(), 1)} for p in self.providers]
+
+    def close(self) -> None:
+        for p in self.providers:
+            p.close()
+
+
+class Streamed:
+    """A streamed completion: iterate it for text deltas; ``completion`` is set once it ends.
+
+    Iterating raises ``GatewayError`` when no provider produced a first token, and
+    ``StreamBroken`` when the stream broke after one. Closing it (or abandoning the iteration)
+    closes the upstream connection.
+    """
+
+    def __init__(self, gateway: Gateway, messages: list[dict], deadline: float) -> None:
+        self._gateway = gateway
+        self._messages = messages
+        self._deadline = deadline
+        self.completion: Completion | None = None
+        self._gen = self._run()
+
+    def __iter__(self) -> Iterator[str]:
+        return self._gen
+
+    def close(self) -> None:
+        self._gen.close()
+
+    def _run(self) -> Iterator[str]:
+        gw = self._gateway
+        end = time.monotonic() + self._deadline
+        failures: list[str] = []
+        chain = gw._attempts(end)
+        ok = None
+        while True:
+            try:
+                p = chain.send(ok) if ok is not None else next(chain)
+            except StopIteration:
+                raise gw._give_up(failures, self._deadline) from None
+            started = time.monotonic()
+            received: list[str] = []
+            reported = None
+            ttft = None
+            upstream = p.stream(self._messages, timeout=end - started)
+            try:
+                for chunk in upstream:
+                    if chunk.usage is not None:
+                        reported = chunk.usage
+                    if chunk.text:
+                        if ttft is None:
+                            ttft = time.monotonic() - started
+                            metrics.LLM_TTFT.labels(p.name).observe(ttft)
+                        received.append(chunk.text)
+                        yield chunk.text
+            except ProviderError as e:
+                gw._failed(p, e, failures)
+                if received:
+                    raise StreamBroken(p.name, "".join(received), e) from e
+                ok = e.retryable
+                continue
+            except GeneratorExit:
+                p.breaker.release()
+                raise
+            finally:
+                upstream.close()
+            text = "".join(received)
+            usage = p.usage(reported, self._messages, text)
+            gw._succeeded(p, usage, started)
+            self.completion = Completion(text=text, provider=p.name, model=p.spec.model,
+                                         usage=usage, failures=failures, ttft=ttft)
+            return

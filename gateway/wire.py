@@ -1,0 +1,162 @@
+"""The OpenAI chat-completions protocol as providers speak it: what we send, what comes back.
+
+Written from the API reference (https://platform.openai.com/docs/api-reference/chat) and what
+the compatible servers send: vLLM and Ollama put ``usage`` on the last chunk only when asked
+with ``stream_options.include_usage``; Workers AI's OpenAI endpoint and llama.cpp's server send
+``data: [DONE]`` last; some servers send keep-alive comments (``: ping``) and empty ``choices``.
+Anything else that is not JSON with a ``choices`` list is a malformed chunk.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+from citewise.errors import CitewiseError
+
+
+class ProviderError(CitewiseError):
+    """One call to one provider failed. ``kind`` says how; ``retryable`` whether another try
+    (there or at the next provider) may succeed; ``retry_after`` is the provider's own word on
+    when to come back (429 and 503 ``Retry-After``)."""
+
+    status_code = 502
+    code = "provider_error"
+
+    def __init__(self, provider: str, kind: str, message: str, *, retryable: bool = True,
+                 retry_after: float | None = None) -> None:
+        super().__init__(f"{provider}: {message}")
+        self.provider = provider
+        self.kind = kind
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+@dataclass
+class ChatUsage:
+    """Tokens one call used and what they cost (the provider's price per million tokens)."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: float = 0.0
+    estimated: bool = False  # the provider reported none; counted from the text
+
+    def add(self, other: ChatUsage) -> None:
+        self.tokens_in += other.tokens_in
+        self.tokens_out += other.tokens_out
+        self.cost += other.cost
+        self.estimated = self.estimated or other.estimated
+
+    def as_dict(self) -> dict:
+        return {"tokens_in": self.tokens_in, "tokens_out": self.tokens_out,
+                "cost": round(self.cost, 8), "estimated": self.estimated}
+
+
+def request_body(model: str, messages: list[dict], *, stream: bool, include_usage: bool,
+                 temperature: float = 0.0, max_tokens: int | None = None) -> dict:
+    body: dict = {"model": model, "messages": messages, "temperature": temperature,
+                  "stream": stream}
+    if max_tokens:
+        body["max_tokens"] = max_tokens
+    if stream and include_usage:
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def parse_usage(raw: object) -> tuple[int, int] | None:
+    """``usage.prompt_tokens`` / ``completion_tokens``, or None when absent or odd."""
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0)
+    except (TypeError, ValueError):
+        return None
+
+
+def parse_completion(provider: str, text: str) -> tuple[str, tuple[int, int] | None]:
+    """The message text and usage of a non-streamed response body."""
+    try:
+        body = json.loads(text)
+        content = body["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError) as e:
+        raise ProviderError(provider, "malformed",
+                            f"sent a response that is not a chat completion: {text[:200]!r}") from e
+    if content is not None and not isinstance(content, str):
+        raise ProviderError(provider, "malformed", "sent a message whose content is not text")
+    return content or "", parse_usage(body.get("usage"))
+
+
+@dataclass
+class Chunk:
+    """One streamed piece: text (possibly empty), and usage when the provider sent it."""
+
+    text: str = ""
+    usage: tuple[int, int] | None = None
+    finish_reason: str | None = None
+
+
+def sse_data(lines: Iterable[str]) -> Iterator[str]:
+    """The ``data`` of each event of a server-sent event stream (multi-line data joined with
+    newlines, comments and other fields skipped), per the WHATWG event-stream format."""
+    data: list[str] = []
+    for line in lines:
+        if line == "":
+            if data:
+                yield "\n".join(data)
+                data = []
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if field == "data":
+            data.append(value)
+    if data:
+        yield "\n".join(data)
+
+
+def parse_chunk(provider: str, data: str) -> Chunk | None:
+    """One ``data:`` payload of a streamed completion; None for ``[DONE]``."""
+    if data.strip() == "[DONE]":
+        return None
+    try:
+        body = json.loads(data)
+        choices = body["choices"]
+        if not isinstance(choices, list):
+            raise TypeError("choices is not a list")
+    except (ValueError, KeyError, TypeError) as e:
+        raise ProviderError(provider, "malformed",
+                            f"sent a stream chunk that is not a completion chunk: {data[:200]!r}"
+                            ) from e
+    chunk = Chunk(usage=parse_usage(body.get("usage")))
+    if choices:
+        choice = choices[0]
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        content = delta.get("content") if isinstance(delta, dict) else None
+        if content is not None and not isinstance(content, str):
+            raise ProviderError(provider, "malformed", "sent a delta whose content is not text")
+        chunk.text = content or ""
+        chunk.finish_reason = choice.get("finish_reason") if isinstance(choice, dict) else None
+    return chunk
+
+
+def retry_after_seconds(value: str | None, now: datetime | None = None) -> float | None:
+    """``Retry-After`` as seconds: delta-seconds or an HTTP date (RFC 9110 10.2.3)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())

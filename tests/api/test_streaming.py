@@ -1,0 +1,159 @@
+"""Streamed answers over HTTP: server-sent events from a real server, with a model provider on
+loopback behind the gateway; usage and cost land with the caller."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+
+from citewise.api.app import create_app
+from citewise.api.composition import build_services
+from citewise.ingest.jobs import run_source
+from citewise.settings import ProviderConfig, Settings
+from tests.fakes.openai_provider import OpenAIProvider, cite_first_passage
+from tests.kb import folder_source, make_key, write_kb
+from tests.live import LiveServer
+
+QUESTION = {"question": "how do I fail over the redis cache?"}
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[OpenAIProvider]:
+    fake = OpenAIProvider(model="llama-3.1-8b").start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(autouse=True)
+def reset(provider):
+    provider.mode, provider.script, provider.delay_s, provider.chunk_chars = "ok", [], 0.05, 8
+    provider.disconnected_after = None
+    provider.reply = cite_first_passage
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory, dense, provider) -> Iterator[tuple[str, object, dict]]:
+    base = tmp_path_factory.mktemp("stream")
+    kb = write_kb(base / "kb")
+    settings = Settings(
+        data_dir=base / "data", require_auth=True, sse_keepalive=0.2,
+        llm_providers=[ProviderConfig(name="loop", base_url=provider.base_url,
+                                      model=provider.model, input_price=3.0,
+                                      output_price=15.0, timeout=10)])
+    services = build_services(settings)
+    assert run_source(services.pipeline, folder_source(kb), trigger="t").status == "succeeded"
+    headers = make_key(services, "streamer", scopes="search,answer,admin")
+    app = create_app(services=services)
+    with LiveServer(app, settings) as url:
+        yield url, app, headers
+    services.close()
+
+
+def read_events(resp: httpx.Response) -> tuple[list[tuple[str, dict]], list[str]]:
+    """Events and comment lines of an SSE response."""
+    events, comments, name, data = [], [], None, []
+    for line in resp.iter_lines():
+        if line.startswith(":"):
+            comments.append(line)
+        elif line.startswith("event:"):
+            name = line.split(":", 1)[1].strip()
+        elif line.startswith("data:"):
+            data.append(line.split(":", 1)[1].strip())
+        elif line == "" and data:
+            events.append((name or "message", json.loads("\n".join(data))))
+            name, data = None, []
+    return events, comments
+
+
+@pytest.mark.parametrize("how", ["body", "accept"])
+def test_answer_streams_server_sent_events(live, how):
+    url, _, headers = live
+    body = {**QUESTION, "stream": True} if how == "body" else QUESTION
+    extra = {"Accept": "text/event-stream"} if how == "accept" else {}
+    with httpx.stream("POST", f"{url}/v1/answer", json=body, headers={**headers, **extra},
+                      timeout=30) as resp:
+        assert resp.status_code == 200
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        assert resp.headers["x-request-id"]
+        events, _ = read_events(resp)
+    names = [n for n, _ in events]
+    assert names[0] == "citations" and names[-1] == "done" and "delta" in names
+    done = events[-1][1]["answer"]
+    assert done["mode"] == "llm" and done["provider"] == "loop" and done["took_ms"] > 0
+    assert "".join(d["text"] for n, d in events if n == "delta").strip() == done["answer"]
+
+
+def test_usage_and_cost_are_recorded_for_the_caller(live):
+    url, app, headers = live
+    for stream in (False, True):
+        resp = httpx.post(f"{url}/v1/answer", json={**QUESTION, "stream": stream},
+                          headers=headers, timeout=30)
+        assert resp.status_code == 200
+    app.state.door.usage.flush()
+    rows = {r["route"]: r for r in app.state.door.usage.report(
+        datetime.now(UTC) - timedelta(hours=1), group_by="route")}
+    row = rows["/v1/answer"]
+    assert row["tokens_in"] >= 2 * 812 and row["tokens_out"] > 0
+    assert row["cost"] == pytest.approx((row["tokens_in"] * 3.0 + row["tokens_out"] * 15.0)
+                                        / 1e6, rel=1e-3)
+    by_key = app.state.door.usage.report(datetime.now(UTC) - timedelta(hours=1),
+                                         group_by="key")
+    assert any(r["key"] == "streamer" and r["tokens_in"] > 0 for r in by_key)
+
+
+def test_a_quiet_stream_sends_keep_alive_comments(live, provider):
+    url, _, headers = live
+    provider.mode, provider.delay_s, provider.chunk_chars = "slow", 0.5, 40
+    with httpx.stream("POST", f"{url}/v1/answer", json={**QUESTION, "stream": True},
+                      headers=headers, timeout=30) as resp:
+        events, comments = read_events(resp)
+    assert ": ping" in comments and events[-1][0] == "done"
+
+
+def test_a_client_that_disconnects_cancels_the_upstream_request(live, provider):
+    url, _, headers = live
+    provider.mode, provider.delay_s = "slow", 0.05
+    provider.reply = lambda body: "word [1] " * 200  # 225 chunks, over ten seconds
+    with httpx.stream("POST", f"{url}/v1/answer", json={**QUESTION, "stream": True},
+                      headers=headers, timeout=30) as resp:
+        for line in resp.iter_lines():
+            if line.startswith("event: delta"):
+                break
+    for _ in range(100):
+        if provider.disconnected_after is not None:
+            break
+        time.sleep(0.05)
+    assert provider.disconnected_after is not None and provider.disconnected_after < 100
+
+
+def test_a_broken_stream_ends_with_an_error_event(live, provider):
+    url, _, headers = live
+    provider.mode = "drop"
+    with httpx.stream("POST", f"{url}/v1/answer", json={**QUESTION, "stream": True},
+                      headers=headers, timeout=30) as resp:
+        events, _ = read_events(resp)
+    assert events[-1][0] == "error" and events[-1][1]["received"]
+    assert events[-1][1]["type"] == "urn:citewise:error:stream_broken"
+
+
+def test_every_provider_down_still_answers_extractively(live, provider):
+    url, _, headers = live
+    provider.mode = "500"
+    resp = httpx.post(f"{url}/v1/answer", json=QUESTION, headers=headers, timeout=60)
+    assert resp.status_code == 200
+    body = resp.json()
+    assert body["mode"] == "extractive" and body["citations"] and "no model" in body["reason"]
+
+
+def test_healthz_shows_the_providers_breakers_to_admins(live):
+    url, _, headers = live
+    health = httpx.get(f"{url}/healthz", headers=headers).json()
+    assert health["answers"] == "llm"
+    assert health["llm"]["providers"][0]["name"] == "loop"
+    assert health["llm"]["providers"][0]["state"] in ("closed", "open", "half_open")
+    assert set(httpx.get(f"{url}/healthz").json()) == {"status"}
