@@ -24,7 +24,7 @@ from citewise.gateway import Gateway
 from citewise.gateway.provider import ProviderSpec
 from citewise.index.blobs import BlobStore, LocalBlobStore, S3BlobStore
 from citewise.index.catalog import Catalog
-from citewise.index.dense import DenseEncoder, EmbeddingCache
+from citewise.index.dense import DenseEncoder, EmbeddingCache, RemoteEmbeddings
 from citewise.index.sparse import Bm25Encoder
 from citewise.index.vector_index import VectorIndex
 from citewise.ingest.jobs import JobQueue
@@ -64,13 +64,55 @@ class Services:
         self.catalog.close()
 
 
+def build_remote_embeddings(settings: Settings) -> RemoteEmbeddings | None:
+    """An embeddings API through the model gateway (retries, breaker, metrics), when set."""
+    if not settings.embedding_url:
+        return None
+    if not settings.embedding_model:
+        raise ConfigError("CITEWISE_EMBEDDING_URL is set but CITEWISE_EMBEDDING_MODEL is not",
+                          hint="name the model the endpoint serves, e.g. BAAI/bge-small-en-v1.5")
+    if settings.embedding_model_path:
+        raise ConfigError("both CITEWISE_EMBEDDING_URL and CITEWISE_EMBEDDING_MODEL_PATH are set",
+                          hint="choose the remote model or the local one")
+    gateway = Gateway.from_specs(
+        [ProviderSpec(name="embeddings", base_url=settings.embedding_url,
+                      model=settings.embedding_model, api_key=settings.embedding_api_key,
+                      timeout=settings.embedding_timeout,
+                      max_concurrency=settings.embedding_concurrency)],
+        deadline=settings.embedding_timeout * 3, max_attempts=settings.llm_max_attempts,
+        breaker_threshold=settings.llm_breaker_failures,
+        breaker_reset=settings.llm_breaker_reset)
+    return RemoteEmbeddings(model=settings.embedding_model, embed=gateway.embed,
+                            dim=settings.embedding_dim,
+                            concurrency=settings.embedding_concurrency)
+
+
 def build_dense(settings: Settings) -> DenseEncoder:
     # The loaded model is shared per process (see index.dense); the cache is per data folder.
     return DenseEncoder(
         settings.embedding_model_path,
         batch_size=settings.embedding_batch_size,
         cache=EmbeddingCache(settings.embedding_cache_path),
+        remote=build_remote_embeddings(settings),
     )
+
+
+def check_embedding_model(catalog: Catalog, dense: DenseEncoder) -> None:
+    """Queries and documents must be embedded by the same model: a similarity between vectors
+    of two models means nothing, even when their sizes agree. The catalog records the model the
+    index was built with; another one is refused until the index is rebuilt."""
+    built_with = catalog.meta("embedding_model")
+    if built_with == dense.model_id:
+        return
+    if built_with is not None and catalog.count_documents() > 0:
+        raise ConfigError(
+            f"the index was built with the embedding model '{built_with}', but "
+            f"'{dense.model_id}' is configured: query and document vectors must come from the "
+            "same model",
+            hint="set the embedding settings back, or rebuild the index with the new model: "
+                 "point CITEWISE_DATA_DIR at a new folder and run `citewise ingest --all`")
+    # A new (or emptied) index, or one from before the model was recorded: it is this model's.
+    catalog.set_meta("embedding_model", dense.model_id)
 
 
 def build_index(settings: Settings, dim: int) -> VectorIndex:
@@ -177,6 +219,7 @@ def build_services(settings: Settings) -> Services:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     catalog = Catalog(settings.catalog_path)
     dense = build_dense(settings)
+    check_embedding_model(catalog, dense)
     sparse = Bm25Encoder()
     index = build_index(settings, dense.dim)
     blobs = build_blobs(settings)

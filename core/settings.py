@@ -153,6 +153,15 @@ class Settings(BaseSettings):
         description="Folder of a sentence-transformers model; unset = packaged all-MiniLM-L6-v2.",
     )
     embedding_batch_size: int = Field(default=32, description="Chunks per embedding batch.")
+    embedding_url: str | None = Field(
+        default=None, description="OpenAI-compatible embeddings API (`.../v1`: TEI, vLLM, "
+        "Workers AI, OpenAI) instead of the local model; changing it needs a re-ingest.")
+    embedding_model: str | None = Field(default=None, description="Model name for that API.")
+    embedding_api_key: str | None = Field(default=None, description="Bearer token for it.")
+    embedding_dim: int | None = Field(
+        default=None, ge=1, description="Its vector size; unset = asked of the API once.")
+    embedding_timeout: float = Field(default=30.0, gt=0, description="Seconds per batch.")
+    embedding_concurrency: int = Field(default=4, ge=1, description="Batches in flight at once.")
     chunk_max_tokens: int = Field(
         default=200, description="Word-pieces per chunk (the model truncates at 256)."
     )

@@ -1,4 +1,4 @@
-"""One OpenAI-compatible endpoint: vLLM, Ollama, Workers AI, OpenAI, llama.cpp's server.
+"""One OpenAI-compatible endpoint: vLLM, Ollama, Workers AI, OpenAI, llama.cpp's server, TEI.
 
 A provider knows its URL, model, key, price and limits, and turns every way a call can go
 wrong into a ``ProviderError`` the router can act on. It never retries by itself: retrying and
@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
+import numpy as np
 
 from citewise.gateway.breaker import CircuitBreaker
 from citewise.gateway.wire import (
@@ -21,6 +22,7 @@ from citewise.gateway.wire import (
     ProviderError,
     parse_chunk,
     parse_completion,
+    parse_embeddings,
     request_body,
     retry_after_seconds,
     sse_data,
@@ -60,7 +62,8 @@ class Provider:
         headers = {"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {}
         self._http = httpx.Client(headers=headers, transport=transport,
                                   timeout=httpx.Timeout(spec.timeout))
-        self._url = spec.base_url.rstrip("/") + "/chat/completions"
+        self._base = spec.base_url.rstrip("/")
+        self._url = self._base + "/chat/completions"
 
     # Availability ------------------------------------------------------------------------
     def cool_down(self, seconds: float) -> None:
@@ -116,6 +119,30 @@ class Provider:
         finally:
             self._slots.release()
         return text, self.usage(reported, messages, text)
+
+    def embed(self, texts: list[str], *, timeout: float) -> tuple[np.ndarray, ChatUsage]:
+        """``POST /embeddings`` (OpenAI, TEI, vLLM, Workers AI): one row per text, in order,
+        L2-normalised so that a dot product is the cosine the index uses."""
+        body = {"model": self.spec.model, "input": texts, "encoding_format": "float"}
+        self._acquire(timeout)
+        try:
+            try:
+                resp = self._http.post(self._base + "/embeddings", json=body,
+                                       timeout=self._timeout(timeout))
+            except httpx.TimeoutException as e:
+                raise ProviderError(self.name, "timeout",
+                                    f"no embeddings within {min(timeout, self.spec.timeout):.1f} s"
+                                    ) from e
+            except httpx.HTTPError as e:
+                raise ProviderError(self.name, "connect", f"unreachable: {e}") from e
+            self._check_status(resp.status_code, resp.headers, resp.text)
+            vectors, reported = parse_embeddings(self.name, resp.text, len(texts))
+        finally:
+            self._slots.release()
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors = vectors / np.where(norms == 0, 1, norms)
+        tokens = reported if reported is not None else sum(estimate_tokens(t) for t in texts)
+        return vectors, ChatUsage(tokens, 0, self.cost(tokens, 0), estimated=reported is None)
 
     def stream(self, messages: list[dict], *, timeout: float) -> Iterator[Chunk]:
         """The streamed completion chunk by chunk. Ends normally only on ``[DONE]`` or a

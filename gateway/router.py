@@ -17,6 +17,9 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+import numpy as np
 
 from citewise import metrics
 from citewise.errors import CitewiseError
@@ -25,6 +28,7 @@ from citewise.gateway.provider import Provider, ProviderSpec
 from citewise.gateway.wire import ChatUsage, ProviderError
 
 log = logging.getLogger("citewise.gateway")
+T = TypeVar("T")
 
 
 class GatewayError(CitewiseError):
@@ -146,8 +150,9 @@ class Gateway:
                             + "; ".join(failures[-3:]), failures)
 
     # Calls -------------------------------------------------------------------------------
-    def complete(self, messages: list[dict], *, deadline: float | None = None,
-                 max_tokens: int | None = None) -> Completion:
+    def _call(self, call: Callable[[Provider, float], tuple[T, ChatUsage]],
+              deadline: float | None) -> tuple[T, Provider, ChatUsage, list[str]]:
+        """``call(provider, seconds_left)`` along the chain until one succeeds."""
         deadline = deadline or self.deadline
         end = time.monotonic() + deadline
         failures: list[str] = []
@@ -160,14 +165,25 @@ class Gateway:
                 raise self._give_up(failures, deadline) from None
             started = time.monotonic()
             try:
-                text, usage = p.complete(messages, timeout=end - started, max_tokens=max_tokens)
+                result, usage = call(p, end - started)
             except ProviderError as e:
                 self._failed(p, e, failures)
                 ok = e.retryable
                 continue
             self._succeeded(p, usage, started)
-            return Completion(text=text, provider=p.name, model=p.spec.model, usage=usage,
-                              failures=failures)
+            return result, p, usage, failures
+
+    def complete(self, messages: list[dict], *, deadline: float | None = None,
+                 max_tokens: int | None = None) -> Completion:
+        text, p, usage, failures = self._call(
+            lambda p, left: p.complete(messages, timeout=left, max_tokens=max_tokens), deadline)
+        return Completion(text=text, provider=p.name, model=p.spec.model, usage=usage,
+                          failures=failures)
+
+    def embed(self, texts: list[str], *, deadline: float | None = None) -> np.ndarray:
+        """Vectors for ``texts`` (one request, L2-normalised rows) from an embeddings endpoint."""
+        vectors, _, _, _ = self._call(lambda p, left: p.embed(texts, timeout=left), deadline)
+        return vectors
 
     def stream(self, messages: list[dict], *, deadline: float | None = None) -> Streamed:
         return Streamed(self, messages, deadline or self.deadline)

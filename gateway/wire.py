@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
+import numpy as np
+
 from citewise.errors import CitewiseError
 
 
@@ -87,6 +89,24 @@ def parse_completion(provider: str, text: str) -> tuple[str, tuple[int, int] | N
     if content is not None and not isinstance(content, str):
         raise ProviderError(provider, "malformed", "sent a message whose content is not text")
     return content or "", parse_usage(body.get("usage"))
+
+
+def parse_embeddings(provider: str, text: str, count: int) -> tuple[np.ndarray, int | None]:
+    """``data[i].embedding`` ordered by ``data[i].index`` (the reference says rows come in
+    input order; ``index`` is there so nobody has to trust it), and ``usage.prompt_tokens``."""
+    try:
+        body = json.loads(text)
+        rows = sorted(body["data"], key=lambda d: d.get("index", 0))
+        vectors = np.asarray([row["embedding"] for row in rows], dtype=np.float32)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ProviderError(provider, "malformed",
+                            f"sent a response that is not embeddings: {text[:200]!r}") from e
+    if vectors.ndim != 2 or len(vectors) != count:
+        raise ProviderError(provider, "malformed",
+                            f"sent {len(vectors)} embeddings for {count} inputs")
+    usage = body.get("usage")
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return vectors, int(tokens) if isinstance(tokens, int) else None
 
 
 @dataclass

@@ -222,6 +222,13 @@ MIGRATIONS: list[str] = [
     CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
     BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
     """,
+    # 6: facts about the index as a whole (the embedding model its vectors come from)
+    """
+    CREATE TABLE meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -464,6 +471,17 @@ class Catalog:
             row["external_id"]: DocumentRecord.from_row(row)
             for row in self.db["documents"].rows_where("source = ?", [source])
         }
+
+    def meta(self, key: str) -> str | None:
+        row = self.connection().execute("SELECT value FROM meta WHERE key = ?",
+                                        (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction():
+            self.connection().execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
 
     def count_documents(self, source: str | None = None, *, with_content: bool = False) -> int:
         """Documents (of one source); ``with_content`` leaves out those with no chunks."""

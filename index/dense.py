@@ -14,6 +14,8 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -99,8 +101,26 @@ class EmbeddingCache:
         self._conn.close()
 
 
+@dataclass
+class RemoteEmbeddings:
+    """An embeddings endpoint (TEI, vLLM, Workers AI, OpenAI) standing in for the local model:
+    ``embed`` turns a batch of texts into L2-normalised rows (the composition root wires it to
+    the model gateway, with its retries and failover). ``dim`` is asked of the endpoint once
+    when not given."""
+
+    model: str
+    embed: Callable[[list[str]], np.ndarray]
+    dim: int | None = None
+    concurrency: int = 4
+
+    @property
+    def model_id(self) -> str:
+        return f"remote:{self.model}"
+
+
 class DenseEncoder:
-    """Sentence embeddings (cosine, normalised) plus the model's own tokenizer for chunk sizes."""
+    """Sentence embeddings (cosine, normalised) plus the packaged model's tokenizer for chunk
+    sizes. The vectors come from the local model, or from ``remote`` when one is given."""
 
     def __init__(
         self,
@@ -108,10 +128,16 @@ class DenseEncoder:
         *,
         batch_size: int = 32,
         cache: EmbeddingCache | None = None,
+        remote: RemoteEmbeddings | None = None,
     ) -> None:
         self.model_path = Path(model_path) if model_path else packaged_model_path()
-        # Names the vector space: part of the embedding cache key and the index signature.
-        self.model_id = self.model_path.name if model_path else "all-MiniLM-L6-v2"
+        self.remote = remote
+        # Names the vector space: part of the embedding cache key and the index signature, and
+        # recorded in the catalog, so that queries never meet vectors of another model.
+        if remote is not None:
+            self.model_id = remote.model_id
+        else:
+            self.model_id = self.model_path.name if model_path else "all-MiniLM-L6-v2"
         self.batch_size = batch_size
         self.cache = cache
         self._tokenizer = None
@@ -123,6 +149,10 @@ class DenseEncoder:
 
     @property
     def dim(self) -> int:
+        if self.remote is not None:
+            if self.remote.dim is None:
+                self.remote.dim = int(self.remote.embed(["dimension"]).shape[1])
+            return self.remote.dim
         # Read from the model's pooling config when there is one, so that opening an index
         # does not cost loading the weights.
         pooling = self.model_path / "1_Pooling" / "config.json"
@@ -153,9 +183,23 @@ class DenseEncoder:
         more for a rare one or a name (a cheap "is this ordinary English?" test)."""
         return self.count_tokens(word)
 
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        if self.remote is not None:
+            return np.asarray(self.remote.embed(texts), dtype=np.float32)
+        return self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                                 show_progress_bar=False)
+
+    def _encode_batches(self, batches: list[list[str]]):
+        """Each batch's vectors, in order: an endpoint gets several batches at once, the local
+        model one after the other (it already uses every core)."""
+        if self.remote is None or self.remote.concurrency <= 1 or len(batches) == 1:
+            yield from (self._encode(b) for b in batches)
+            return
+        with ThreadPoolExecutor(self.remote.concurrency) as pool:
+            yield from pool.map(self._encode, batches)
+
     def embed_query(self, text: str) -> list[float]:
-        vec = self.model.encode([text], normalize_embeddings=True, show_progress_bar=False)
-        return vec[0].astype(np.float32).tolist()
+        return self._encode([text])[0].astype(np.float32).tolist()
 
     def embed_documents(
         self,
@@ -184,14 +228,10 @@ class DenseEncoder:
             # Sort by length so each batch pads to similar lengths: the model's cost is
             # quadratic in the longest sequence of the batch.
             order = sorted(todo, key=lambda k: len(todo[k]))
-            for i in range(0, len(order), self.batch_size):
-                batch = order[i : i + self.batch_size]
-                vecs = self.model.encode(
-                    [todo[k] for k in batch],
-                    batch_size=self.batch_size,
-                    normalize_embeddings=True,
-                    show_progress_bar=False,
-                )
+            batches = [order[i : i + self.batch_size]
+                       for i in range(0, len(order), self.batch_size)]
+            for batch, vecs in zip(batches, self._encode_batches(
+                    [[todo[k] for k in b] for b in batches]), strict=True):
                 for k, v in zip(batch, vecs, strict=True):
                     fresh[k] = v.astype(np.float32)
                 self.embedded_count += len(batch)

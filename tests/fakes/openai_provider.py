@@ -11,6 +11,10 @@ vLLM, Ollama and Workers AI send them:
   and an empty delta, then, only when ``stream_options.include_usage`` was asked, a chunk with
   ``"choices": []`` and ``usage``, and finally ``data: [DONE]``. Some gateways interleave SSE
   comments (OpenRouter sends ``: OPENROUTER PROCESSING``), so the stream carries one;
+* ``POST /v1/embeddings`` (OpenAI, TEI and vLLM alike): ``{"object": "list", "data": [{"object":
+  "embedding", "index": i, "embedding": [...]}], "model", "usage": {"prompt_tokens",
+  "total_tokens"}}``; rows are sent in reverse order here, since the reference only promises
+  ``index``; the vectors come from ``embedder`` (a real model, so search works through it);
 * errors: ``{"error": {"message", "type", "param", "code"}}``; a 429 carries ``Retry-After``
   (seconds) as OpenAI, Workers AI and vLLM behind a proxy send it.
 
@@ -62,6 +66,8 @@ class OpenAIProvider:
         self.chunk_chars = 8
         self.send_usage = True
         self.requests: list[dict] = []
+        self.embedder = None  # texts -> vectors, for /v1/embeddings
+        self.embedding_batches: list[int] = []
         self.modes_served: list[str] = []
         self.disconnected_after: int | None = None  # chunks sent before the client left
         self._lock = threading.Lock()
@@ -124,6 +130,9 @@ class OpenAIProvider:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                if self.path.rstrip("/") == "/v1/embeddings":
+                    self._embeddings(body)
+                    return
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     self._error(404, f"Unknown path {self.path}", "invalid_request_error", None)
                     return
@@ -163,6 +172,26 @@ class OpenAIProvider:
                     self._json(200, out)
                     return
                 self._stream(body, text, mode)
+
+            def _embeddings(self, body: dict) -> None:
+                mode = fake._next_mode()
+                if mode == "429":
+                    self._error(429, "Rate limit reached for requests", "requests",
+                                "rate_limit_exceeded", {"Retry-After": fake.retry_after})
+                    return
+                if mode == "500":
+                    self._error(500, "The server had an error while processing your request.",
+                                "server_error", None)
+                    return
+                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                with fake._lock:
+                    fake.embedding_batches.append(len(texts))
+                vectors = fake.embedder(texts)
+                rows = [{"object": "embedding", "index": i, "embedding": [float(x) for x in v]}
+                        for i, v in enumerate(vectors)]
+                tokens = sum(len(t.split()) for t in texts)
+                self._json(200, {"object": "list", "data": rows[::-1], "model": body["model"],
+                                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
             def _chunk(self, delta: dict, finish: str | None = None) -> dict:
                 return {"id": "chatcmpl-abc123", "object": "chat.completion.chunk",

@@ -1,0 +1,63 @@
+"""Embeddings from an OpenAI-compatible endpoint through the model gateway: ingest and search
+work through it, batches go out in parallel and are retried, and an index never meets vectors
+of another model."""
+
+from __future__ import annotations
+
+import pytest
+
+from citewise.api.composition import build_services
+from citewise.errors import ConfigError
+from citewise.ingest.jobs import run_source
+from citewise.settings import Settings
+from citewise.types import Identity
+from tests.fakes.openai_provider import OpenAIProvider
+from tests.kb import REDIS, folder_source
+
+
+@pytest.fixture
+def endpoint(dense):
+    """A TEI-like endpoint serving the packaged model (vectors scaled, so that only a client
+    that normalises gets cosines right)."""
+    fake = OpenAIProvider(model="bge-small").start()
+    fake.embedder = lambda texts: dense.model.encode(texts) * 3.0
+    yield fake
+    fake.stop()
+
+
+def remote_settings(tmp_path, endpoint, **extra) -> Settings:
+    return Settings(data_dir=tmp_path / "data", embedding_url=endpoint.base_url,
+                    embedding_model="bge-small", embedding_batch_size=4,
+                    embedding_concurrency=3, **extra)
+
+
+def test_ingest_and_search_through_an_embeddings_endpoint(tmp_path, kb, endpoint):
+    endpoint.script = ["500", "429"]  # the first two batches fail once each, then succeed
+    endpoint.retry_after = "0"
+    services = build_services(remote_settings(tmp_path, endpoint))
+    try:
+        assert services.dense.model_id == "remote:bge-small" and services.dense.dim == 384
+        report = run_source(services.pipeline, folder_source(kb), trigger="t")
+        assert report.status == "succeeded", report.summary()
+        assert max(endpoint.embedding_batches) <= 4 and len(endpoint.embedding_batches) > 3
+        hits = services.search.search("how do I fail over the redis primary", Identity(),
+                                      top_k=3)
+        assert hits[0].path == REDIS
+        assert services.catalog.meta("embedding_model") == "remote:bge-small"
+    finally:
+        services.close()
+
+
+def test_an_index_refuses_a_query_model_it_was_not_built_with(tmp_path, kb, endpoint):
+    local = build_services(Settings(data_dir=tmp_path / "data"))
+    run_source(local.pipeline, folder_source(kb), trigger="t")
+    local.close()
+    with pytest.raises(ConfigError) as raised:
+        build_services(remote_settings(tmp_path, endpoint, embedding_dim=384))
+    assert "all-MiniLM-L6-v2" in raised.value.message
+    assert "same model" in raised.value.message and "ingest --all" in raised.value.hint
+
+
+def test_a_remote_model_needs_its_name(tmp_path):
+    with pytest.raises(ConfigError, match="CITEWISE_EMBEDDING_MODEL"):
+        build_services(Settings(data_dir=tmp_path / "d", embedding_url="http://127.0.0.1:9/v1"))
