@@ -139,13 +139,7 @@ class OpenAIProvider:
                 with fake._lock:
                     fake.requests.append(body)
                 mode = fake._next_mode()
-                if mode == "429":
-                    self._error(429, "Rate limit reached for requests", "requests",
-                                "rate_limit_exceeded", {"Retry-After": fake.retry_after})
-                    return
-                if mode == "500":
-                    self._error(500, "The server had an error while processing your request.",
-                                "server_error", None)
+                if self._failed(mode):
                     return
                 if mode == "hang":
                     time.sleep(fake.hang_s)
@@ -173,15 +167,18 @@ class OpenAIProvider:
                     return
                 self._stream(body, text, mode)
 
-            def _embeddings(self, body: dict) -> None:
-                mode = fake._next_mode()
+            def _failed(self, mode: str) -> bool:
+                """Answers 429 or 500 as OpenAI does, when the mode says so."""
                 if mode == "429":
                     self._error(429, "Rate limit reached for requests", "requests",
                                 "rate_limit_exceeded", {"Retry-After": fake.retry_after})
-                    return
-                if mode == "500":
+                elif mode == "500":
                     self._error(500, "The server had an error while processing your request.",
                                 "server_error", None)
+                return mode in ("429", "500")
+
+            def _embeddings(self, body: dict) -> None:
+                if self._failed(fake._next_mode()):
                     return
                 texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 with fake._lock:
