@@ -59,6 +59,7 @@ bench: setup
 	$(BIN)/python bench/bench_confluence.py
 	$(BIN)/python bench/bench_frontdoor.py
 	$(BIN)/python bench/bench_gateway.py
+	$(BIN)/python bench/bench_cache.py
 
 SCIFACT ?= ../shared/bench/scifact
 CORPORA ?= ../shared/corpora
@@ -74,6 +75,7 @@ eval: setup
 	$(BIN)/citewise ingest --all || [ $$? -eq 3 ]
 	$(BIN)/citewise eval --qa demo/golden-set.jsonl --configs $(EVAL_CONFIGS) \
 		--out bench/results/golden-set.json
+	$(BIN)/citewise eval --followups demo/followups.jsonl --out bench/results/followups.json
 	@if [ -d $(CORPORA)/gitlab-com-runbooks ]; then \
 		$(BIN)/citewise --config bench/corpora.toml ingest --all || [ $$? -eq 3 ]; \
 		$(BIN)/citewise --config bench/corpora.toml eval --qa bench/golden/shared-corpora.jsonl \

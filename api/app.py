@@ -17,6 +17,7 @@ from citewise import __version__, metrics
 from citewise.api import (
     problems,
     routes_admin,
+    routes_conversations,
     routes_ingest,
     routes_library,
     routes_openai,
@@ -88,7 +89,7 @@ def create_app(
             app.state.services = build_services(settings)
         if app.state.door is None:
             open_door(app)
-        flusher = _Flusher(app.state.door)
+        flusher = _Flusher(app.state.door, app.state.services)
         flusher.start()
         try:
             yield
@@ -137,6 +138,7 @@ def create_app(
     app.include_router(routes_ingest.router)
     app.include_router(routes_admin.router)
     app.include_router(routes_openai.router)
+    app.include_router(routes_conversations.router)
 
     @app.get("/healthz", tags=["ops"], summary="Liveness, and for admins the index's state")
     def healthz(request: Request) -> dict:
@@ -172,11 +174,13 @@ def create_app(
 
 
 class _Flusher:
-    """Writes usage and rate buckets every second, folds old usage hourly, and once more at
-    shutdown: recording a request never waits on the database."""
+    """Writes usage and rate buckets every second, folds old usage and forgets idle
+    conversations hourly, and flushes once more at shutdown: recording a request never waits
+    on the database."""
 
-    def __init__(self, door: Door) -> None:
+    def __init__(self, door: Door, services: Services) -> None:
         self.door = door
+        self.services = services
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="citewise-flush", daemon=True)
 
@@ -196,8 +200,10 @@ class _Flusher:
                 last_compact = time.monotonic()
                 try:
                     self.door.usage.compact()
+                    if self.services.conversations is not None:
+                        self.services.conversations.expire()
                 except Exception:
-                    log.exception("folding old usage into hourly rows failed")
+                    log.exception("hourly upkeep (usage roll-up, idle conversations) failed")
 
     def _flush(self) -> None:
         try:

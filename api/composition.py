@@ -11,6 +11,8 @@ import logging
 import os
 from dataclasses import dataclass
 
+from citewise.api.conversations import Conversations
+from citewise.api.guardrails import Guardrails
 from citewise.api.identity.authenticate import Authenticator
 from citewise.api.identity.groups import GroupMap
 from citewise.api.identity.keys import KeyStore
@@ -30,6 +32,7 @@ from citewise.index.vector_index import VectorIndex
 from citewise.ingest.jobs import JobQueue
 from citewise.ingest.pipeline import IngestPipeline
 from citewise.retrieval.answering import AnswerService
+from citewise.retrieval.answering.cache import SemanticCache
 from citewise.retrieval.fusion import FusionConfig
 from citewise.retrieval.library import DeclaredSource, LibraryService
 from citewise.retrieval.rerank import CrossEncoderReranker, HttpReranker, Reranker
@@ -52,6 +55,8 @@ class Services:
     library: LibraryService
     jobs: JobQueue
     gateway: Gateway | None = None
+    conversations: Conversations | None = None
+    guardrails: Guardrails | None = None
 
     @property
     def index_kind(self) -> str:
@@ -238,9 +243,12 @@ def build_services(settings: Settings) -> Services:
         reranker=build_reranker(settings), rerank_candidates=settings.rerank_candidates,
     )
     gateway = build_gateway(settings)
+    cache = SemanticCache(catalog, threshold=settings.answer_cache_threshold,
+                          ttl=settings.answer_cache_ttl, max_entries=settings.answer_cache_size
+                          ) if settings.answer_cache else None
     answers = AnswerService(
         search=search, dense=dense, catalog=catalog, min_score=settings.answer_min_score,
-        gateway=gateway,
+        gateway=gateway, cache=cache,
     )
     return Services(
         settings=settings,
@@ -257,6 +265,8 @@ def build_services(settings: Settings) -> Services:
         ),
         jobs=JobQueue(pipeline),
         gateway=gateway,
+        conversations=Conversations(catalog, idle=settings.conversation_idle_hours * 3600),
+        guardrails=Guardrails(settings.guardrails),
     )
 
 

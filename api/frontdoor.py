@@ -55,6 +55,7 @@ RULES = (
     _rule("POST", r"^/v1/answer$", "answer", "answer", "/v1/answer"),
     _rule("POST", r"^/v1/chat/completions$", "answer", "answer", "/v1/chat/completions"),
     _rule("GET", r"^/v1/models(/|$)", "answer", None, "/v1/models"),
+    _rule(None, r"^/v1/(conversations|answers)(/|$)", "answer", None, "/v1/conversations"),
     _rule(None, r"^/v1/documents(/|$)", "search", "search", "/v1/documents/{document_id}"),
     _rule(None, r"^/v1/sources$", "search", "search", "/v1/sources"),
     _rule("POST", r"^/v1/ingest/jobs$", "ingest", "ingest", "/v1/ingest/jobs"),
@@ -190,7 +191,9 @@ class FrontDoor:
             results=int(state.get("results", 0) or 0),
             tokens_in=int(state.get("tokens_in", 0) or 0),
             tokens_out=int(state.get("tokens_out", 0) or 0),
-            cost=float(state.get("cost", 0.0) or 0.0), request_id=request_id))
+            cost=float(state.get("cost", 0.0) or 0.0), request_id=request_id,
+            cache_hits=int(state.get("cache_hits", 0) or 0),
+            saved_tokens=int(state.get("saved_tokens", 0) or 0)))
 
 
 class RateLimited(CitewiseError):

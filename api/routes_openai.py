@@ -15,28 +15,32 @@ carrying ``role``, the last ``finish_reason``, a ``choices: []`` chunk with ``us
 
 from __future__ import annotations
 
+import hashlib
+import re
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from citewise.api.auth import identity
+from citewise.api.auth import caller, identity
+from citewise.api.guardrails import Guarded
+from citewise.api.routes_query import meter, report, uses_cache
 from citewise.api.sse import error_problem, event_response, event_schema, relay, sse_bytes
-from citewise.errors import InvalidRequestError, NotFoundError
+from citewise.errors import GuardrailBlocked, InvalidRequestError, NotFoundError
 from citewise.retrieval.answering import Answer, Citation
+from citewise.retrieval.answering.followup import Previous, standalone
 from citewise.types import Identity
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 
 MODEL_ID = "citewise"
 CREATED = 1764547200  # 2025-12-01, when citewise first answered as a model
-# A follow-up ("and on staging?", "what comes after that?") is searched together with the user's
-# question before it: short, or leaning on it with a connective or a pronoun.
-FOLLOW_UP_WORDS = 8
-_LEANS_ON = frozenset("and then also but it its that this those these they them there".split())
 HISTORY_TURNS = 10
+# The title of [1] in one of our own answers: `[1]: <url> "Title > Heading, lines 3-9"`.
+_FIRST_REFERENCE = re.compile(r'^\[1\]: \S+ "([^">]+?)(?: > [^"]*)?(?:, lines [^"]*)?"$', re.M)
 
 
 class ChatMessage(BaseModel):
@@ -113,8 +117,9 @@ class ChatCompletion(BaseModel):
     choices: list[Choice]
     usage: ChatUsageOut
     citations: list[Citation] = Field(description="What the [n] markers point at.")
-    citewise: dict = Field(description="The answer's mode, kind, evidence, abstention and "
-                           "reason, as /v1/answer reports them.")
+    citewise: dict = Field(description="The answer's mode, kind, evidence, abstention, reason "
+                           "and provider as /v1/answer reports them, and its conversation_id, "
+                           "answer_id (for feedback), the question as searched and cached.")
 
 
 def _card() -> ModelCard:
@@ -136,8 +141,20 @@ def get_model(model_id: str, who: Annotated[Identity, Depends(identity)]) -> Mod
     return _card()
 
 
-def _conversation(body: ChatCompletionRequest) -> tuple[str, list[dict]]:
-    """The question to answer and the turns before it."""
+@dataclass
+class Turn:
+    """The question of this request, what it leans on, and the conversation it belongs to."""
+
+    asked: str
+    history: list[dict]
+    previous: Previous | None
+    conversation_id: str
+
+
+def _conversation(body: ChatCompletionRequest, owner: str) -> Turn:
+    """The question to answer and the turns before it. The message history is the
+    conversation's state in this protocol; it is also kept as a conversation of the caller's,
+    named by the caller and the first question, for listing and feedback."""
     if body.model != MODEL_ID:
         raise NotFoundError(f"model '{body.model}' is not served here",
                             hint=f"ask for model '{MODEL_ID}'")
@@ -145,15 +162,17 @@ def _conversation(body: ChatCompletionRequest) -> tuple[str, list[dict]]:
     if not turns or turns[-1].role != "user" or not turns[-1].text().strip():
         raise InvalidRequestError("the last message must be the user's question, with text",
                                   hint="end messages with {\"role\": \"user\", \"content\": ...}")
-    question = turns[-1].text().strip()
+    question = turns[-1].text().strip()[-2000:]
     history = [{"role": m.role, "content": m.text()} for m in turns[:-1]][-HISTORY_TURNS:]
     earlier = [t["content"] for t in history if t["role"] == "user"]
-    words = [w.strip("?.,!").lower() for w in question.split()]
-    if earlier and (len(words) <= FOLLOW_UP_WORDS or _LEANS_ON & set(words)):
-        question = f"{earlier[-1].strip()} {question}"
-    if len(question) > 2000:
-        question = question[-2000:]
-    return question, history
+    previous = None
+    if earlier:
+        replies = [t["content"] for t in history if t["role"] == "assistant"]
+        title = _FIRST_REFERENCE.search(replies[-1]) if replies else None
+        previous = Previous(earlier[-1].strip()[-2000:], title.group(1) if title else None)
+    first = next(m.text() for m in turns if m.role == "user")
+    conversation_id = hashlib.sha256(f"{owner}\0{first}".encode()).hexdigest()[:32]
+    return Turn(question, history, previous, conversation_id)
 
 
 def references(citations: list[Citation], base_url: str) -> str:
@@ -187,11 +206,7 @@ def _usage(answer: Answer) -> ChatUsageOut:
 
 
 def _meter(request: Request, answer: Answer) -> None:
-    request.state.results = len(answer.citations)
-    if answer.usage is not None:
-        request.state.tokens_in = answer.usage.tokens_in
-        request.state.tokens_out = answer.usage.tokens_out
-        request.state.cost = answer.usage.cost
+    meter(request, answer.model_dump())
 
 
 STREAM_DOC = {"description": "With `stream: true`: `chat.completion.chunk` events, then "
@@ -205,20 +220,50 @@ def chat_completions(body: ChatCompletionRequest, request: Request,
                      who: Annotated[Identity, Depends(identity)]):
     """Answers the last user message from the knowledge base, with citations as numbered
     Markdown links and as a `citations` field. Streams when `stream` is true."""
-    question, history = _conversation(body)
     services = request.app.state.services
+    owner = caller(request).principal
+    turn = _conversation(body, owner)
+    conversations = services.conversations
+    guard = Guarded(services.guardrails, "/v1/chat/completions")
+    try:
+        guard.question(turn.asked)
+        question, how = standalone(turn.asked, turn.previous, gateway=services.gateway,
+                                   history=turn.history)
+        if question != turn.asked:
+            guard.question(question)
+    except GuardrailBlocked:
+        report(request, guard)
+        raise
+    conversations.start(owner, turn.asked, conversation_id=turn.conversation_id)
+    history = turn.history
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
     base_url = str(request.base_url)
+    use_cache = uses_cache(request)
+
+    def kept(answer: Answer) -> dict:
+        answer_id = conversations.record(owner, turn.asked, question, answer,
+                                         turn.conversation_id)
+        return {**_summary(answer), "conversation_id": turn.conversation_id,
+                "answer_id": answer_id, "question": question, "rewritten_by": how,
+                "cached": answer.cached}
+
     if not body.stream:
-        answer = services.answers.answer(question, who, history=history)
+        try:
+            with conversations.turn(turn.conversation_id, owner):
+                answer = guard.answer(services.answers.answer(
+                    question, who, history=history, use_cache=use_cache,
+                    injection=guard.injection))
+                summary = kept(answer)
+        finally:
+            report(request, guard)
         _meter(request, answer)
         return ChatCompletion(
             id=completion_id, created=created, model=MODEL_ID,
             choices=[Choice(index=0, message=AssistantMessage(content=_content(answer,
                                                                                  base_url)),
                             finish_reason="stop")],
-            usage=_usage(answer), citations=answer.citations, citewise=_summary(answer))
+            usage=_usage(answer), citations=answer.citations, citewise=summary)
 
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     streamed: list[str] = []
@@ -235,6 +280,8 @@ def chat_completions(body: ChatCompletionRequest, request: Request,
         if event.event == "delta":
             streamed.append(event.data["text"])
             return chunk({"content": event.data["text"]})
+        if event.event in ("done", "error"):
+            report(request, guard)
         if event.event == "done":
             answer = Answer.model_validate(event.data["answer"])
             _meter(request, answer)
@@ -247,7 +294,7 @@ def chat_completions(body: ChatCompletionRequest, request: Request,
                 tail += f"\n\n{refs}"
             out = chunk({"content": tail}) if tail else b""
             out += chunk({}, "stop", citations=[c.model_dump() for c in answer.citations],
-                         citewise=_summary(answer))
+                         citewise=event.data["summary"])
             if include_usage:
                 out += sse_bytes(None, {"id": completion_id, "object": "chat.completion.chunk",
                                         "created": created, "model": MODEL_ID, "choices": [],
@@ -258,11 +305,20 @@ def chat_completions(body: ChatCompletionRequest, request: Request,
         return None  # block events have no place in this protocol
 
     def on_error(e: BaseException) -> bytes:
+        report(request, guard)
         return _error_chunk(error_problem(e)) + sse_bytes(None, "[DONE]")
 
-    events = services.answers.stream(question, who, history=history)
-    return event_response(relay(events, encode, on_error=on_error,
-                                     keepalive=services.settings.sse_keepalive))
+    def events():
+        with conversations.turn(turn.conversation_id, owner):
+            for event in guard.events(services.answers.stream(
+                    question, who, history=history, use_cache=use_cache,
+                    injection=guard.injection)):
+                if event.event == "done":
+                    event.data["summary"] = kept(Answer.model_validate(event.data["answer"]))
+                yield event
+
+    return event_response(relay(events(), encode, on_error=on_error,
+                                keepalive=services.settings.sse_keepalive))
 
 
 def _error_chunk(problem: dict) -> bytes:

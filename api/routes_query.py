@@ -5,9 +5,12 @@ from __future__ import annotations
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request, Response
 
-from citewise.api.auth import identity
+from citewise.api.auth import caller, identity
+from citewise.api.conversations import history_of, previous_of
+from citewise.api.guardrails import Guarded
+from citewise.api.openapi import problem_response
 from citewise.api.schemas import (
     AnswerRequest,
     AnswerResponse,
@@ -16,6 +19,9 @@ from citewise.api.schemas import (
     SearchResponse,
 )
 from citewise.api.sse import error_problem, event_response, event_schema, relay, sse_bytes
+from citewise.errors import GuardrailBlocked
+from citewise.retrieval.answering import Answer
+from citewise.retrieval.answering.followup import standalone
 from citewise.retrieval.answering.stream import EVENTS
 from citewise.types import Identity, SearchFilters
 
@@ -84,46 +90,124 @@ STREAM_DOC = {
 }
 
 
-def _meter(request: Request, answer: dict) -> None:
-    """What usage records for this request: the passages cited, the model's tokens and cost."""
+def meter(request: Request, answer: dict) -> None:
+    """What usage records for this request: the passages cited, the model's tokens and cost,
+    or for an answer from the cache, the tokens it saved (its usage is the original call's)."""
     request.state.results = len(answer.get("citations") or [])
     usage = answer.get("usage") or {}
-    request.state.tokens_in = usage.get("tokens_in", 0)
-    request.state.tokens_out = usage.get("tokens_out", 0)
-    request.state.cost = usage.get("cost", 0.0)
+    tokens = (usage.get("tokens_in", 0), usage.get("tokens_out", 0), usage.get("cost", 0.0))
+    if answer.get("cached"):
+        request.state.cache_hits = 1
+        request.state.saved_tokens = tokens[0] + tokens[1]
+        tokens = (0, 0, 0.0)
+    request.state.tokens_in, request.state.tokens_out, request.state.cost = tokens
 
 
 def wants_events(request: Request, stream: bool) -> bool:
     return stream or "text/event-stream" in request.headers.get("accept", "")
 
 
+def uses_cache(request: Request) -> bool:
+    """``Cache-Control: no-cache`` (or ``no-store``) asks for a fresh answer."""
+    value = request.headers.get("cache-control", "").lower()
+    return "no-cache" not in value and "no-store" not in value
+
+
 @router.post("/answer", response_model=AnswerResponse, summary="Cited answer",
-             responses={200: STREAM_DOC})
+             responses={200: STREAM_DOC, 404: problem_response(
+                 "No such conversation (or one that is not the caller's, or has expired)."),
+                 403: problem_response("The caller lacks the answer scope, or a guardrail "
+                                       "policy refused the question or its answer.")})
 def answer(
-    body: AnswerRequest, request: Request, who: Annotated[Identity, Depends(identity)]
+    body: AnswerRequest, request: Request, response: Response,
+    who: Annotated[Identity, Depends(identity)],
 ):
     """An answer whose every sentence carries `[n]` markers resolving to `citations`.
 
     Extractive unless model providers are configured; if they all fail, the extractive answer
     comes back with `reason`. When the evidence is weak, `abstained` is true and the answer
-    says nothing was found rather than guessing.
+    says nothing was found rather than guessing. Every answer is a turn of a conversation
+    (`conversation_id`: pass it back to ask a follow-up) and has an `answer_id` for feedback.
+    A question close to one asked before by a caller who may read exactly the same is served
+    from the cache (`X-Citewise-Cache: hit`); `Cache-Control: no-cache` asks for a fresh one.
     """
     started = time.perf_counter()
     services = request.app.state.services
+    conversations = services.conversations
+    owner = caller(request).principal
+    use_cache = uses_cache(request)
+    guard = Guarded(services.guardrails, "/v1/answer")
+    if body.conversation_id:
+        conversations.check(body.conversation_id, owner)
+    try:
+        guard.question(body.question)
+    except GuardrailBlocked:
+        report(request, guard)
+        raise
+    conversation_id = body.conversation_id or conversations.start(owner, body.question)
+
+    def ask(turns) -> tuple[str, str, list[dict]]:
+        history = history_of(turns)
+        question, how = standalone(body.question, previous_of(turns),
+                                   gateway=services.gateway, history=history)
+        if question != body.question:
+            guard.question(question)
+        return question, how, history
+
+    def ids(answer: Answer, question: str, how: str) -> dict:
+        answer_id = conversations.record(owner, body.question, question, answer,
+                                         conversation_id)
+        return {"conversation_id": conversation_id, "answer_id": answer_id,
+                "question": question, "rewritten_by": how}
+
     if wants_events(request, body.stream):
+        def events():
+            with conversations.turn(conversation_id, owner) as turns:
+                question, how, history = ask(turns)
+                for event in guard.events(services.answers.stream(
+                        question, who, _filters(body.filters), history=history,
+                        use_cache=use_cache, injection=guard.injection)):
+                    if event.event == "done":
+                        done = Answer.model_validate(event.data["answer"])
+                        event.data["answer"].update(ids(done, question, how))
+                    yield event
+
         def encode(event) -> bytes:
             if event.event == "done":
-                _meter(request, event.data["answer"])
+                meter(request, event.data["answer"])
                 event.data["answer"]["took_ms"] = round((time.perf_counter() - started) * 1000,
                                                         2)
+            if event.event in ("done", "error"):
+                report(request, guard)
             return sse_bytes(event.event, event.data)
 
-        events = services.answers.stream(body.question, who, _filters(body.filters))
-        return event_response(relay(
-            events, encode, keepalive=services.settings.sse_keepalive,
-            on_error=lambda e: sse_bytes("error", error_problem(e))))
-    result = services.answers.answer(body.question, who, _filters(body.filters))
-    _meter(request, result.model_dump())
+        def on_error(e: BaseException) -> bytes:
+            report(request, guard)
+            return sse_bytes("error", error_problem(e))
+
+        return event_response(relay(events(), encode, on_error=on_error,
+                                    keepalive=services.settings.sse_keepalive))
+    try:
+        with conversations.turn(conversation_id, owner) as turns:
+            question, how, history = ask(turns)
+            result = guard.answer(services.answers.answer(
+                question, who, _filters(body.filters), history=history, use_cache=use_cache,
+                injection=guard.injection))
+            extra = ids(result, question, how)
+    finally:
+        report(request, guard)
+    meter(request, result.model_dump())
+    if services.answers.cache is not None:
+        response.headers["X-Citewise-Cache"] = "hit" if result.cached else (
+            "miss" if use_cache else "bypass")
     return AnswerResponse(
-        **dict(result), took_ms=round((time.perf_counter() - started) * 1000, 2)
+        **dict(result), **extra, took_ms=round((time.perf_counter() - started) * 1000, 2)
     )
+
+
+def report(request: Request, guard: Guarded) -> None:
+    """The request's guardrail decisions to the audit log and metrics (once)."""
+    if guard.decisions and not getattr(guard, "reported", False):
+        guard.reported = True
+        guard.report(request.app.state.door.audit, caller(request).principal,
+                     getattr(request.state, "request_id", None))

@@ -65,6 +65,10 @@ class AnswerRequest(BaseModel):
 
     question: str = Field(min_length=1, max_length=2000)
     filters: Filters = Field(default_factory=Filters)
+    conversation_id: str | None = Field(
+        default=None, pattern=r"^[0-9a-f]{32}$",
+        description="Continue this conversation (a follow-up such as \"and how do I roll it "
+        "back?\" is understood from its earlier turns); leave out to start one.")
     stream: bool = Field(default=False, description="Answer with server-sent events "
                          "(citations, delta, block, done, error); so does "
                          "`Accept: text/event-stream`.")
@@ -72,6 +76,11 @@ class AnswerRequest(BaseModel):
 
 class AnswerResponse(Answer):
     took_ms: float
+    conversation_id: str = Field(description="The conversation this answer is a turn of.")
+    answer_id: str = Field(description="For feedback: POST /v1/answers/{answer_id}/feedback.")
+    question: str = Field(description="The question as searched: a follow-up rewritten to "
+                          "stand alone, else as asked.")
+    rewritten_by: str = Field(description="asked (it stood alone), rule or model.")
 
 
 class IngestRequest(BaseModel):

@@ -76,6 +76,20 @@ class ForbiddenError(CitewiseError):
     code = "forbidden"
 
 
+class GuardrailBlocked(CitewiseError):
+    """A guardrail policy refused the request or its answer; no content goes back."""
+
+    status_code = 403
+    code = "guardrail_blocked"
+
+    def __init__(self, policy: str, detail: str, decisions: list[dict] | None = None) -> None:
+        super().__init__(f"the '{policy}' policy does not allow this: {detail}",
+                         hint="this service does not answer on that subject here; ask the team "
+                              "that owns it")
+        self.policy = policy
+        self.decisions = decisions or []
+
+
 class ConflictError(CitewiseError):
     """The operation cannot run now (an ingest of that source is already running, say)."""
 

@@ -60,3 +60,16 @@ LLM_BREAKER = Gauge(
     "citewise_llm_breaker_state", "Circuit breaker per provider: 0 closed, 1 half-open, 2 open",
     ["provider"],
 )
+CACHE_LOOKUPS = Counter("citewise_answer_cache_lookups_total", "Semantic cache lookups",
+                        ["result"])
+CACHE_DROPPED = Counter("citewise_answer_cache_dropped_total",
+                        "Cache entries dropped: stale (a cited document changed) or evicted",
+                        ["reason"])
+CACHE_SAVED_TOKENS = Counter("citewise_answer_cache_saved_tokens_total",
+                             "Model tokens not spent thanks to cache hits")
+CACHE_ENTRIES = Gauge("citewise_answer_cache_entries", "Answers in the semantic cache")
+GUARDRAIL_DECISIONS = Counter(
+    "citewise_guardrail_decisions_total",
+    "Guardrail decisions by policy, kind and action (block, flag, redact)",
+    ["policy", "kind", "action"],
+)

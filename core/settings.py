@@ -21,7 +21,14 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, Field, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -84,6 +91,30 @@ class GroupConfig(BaseModel):
     @classmethod
     def _lower(cls, v: list[str]) -> list[str]:
         return [x.strip().lower().lstrip("@") for x in v if x.strip()]
+
+
+class GuardrailConfig(BaseModel):
+    """A ``[[guardrails]]`` entry: a policy on what goes into answers and what comes out (see
+    docs/guardrails.md)."""
+
+    model_config = {"extra": "forbid"}
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    kind: Literal["injection", "secrets", "pii", "deny"]
+    action: Literal["block", "flag", "redact", "off"]
+    terms: list[str] = Field(default_factory=list, description="deny: words or phrases.")
+    routes: list[str] = Field(default_factory=list,
+                              description="Routes it applies to (/v1/answer...); empty: all.")
+    sources: list[str] = Field(default_factory=list,
+                               description="injection: sources it applies to; empty: all.")
+
+    @model_validator(mode="after")
+    def _fits(self) -> GuardrailConfig:
+        if self.kind == "deny" and not self.terms:
+            raise ValueError(f"guardrail '{self.name}': a deny policy needs terms")
+        if self.kind == "deny" and self.action == "redact":
+            raise ValueError(f"guardrail '{self.name}': deny blocks or flags; it cannot redact")
+        return self
 
 
 class ProviderConfig(BaseModel):
@@ -187,6 +218,19 @@ class Settings(BaseSettings):
         default=5, ge=1, description="Consecutive failures that open a provider's breaker.")
     llm_breaker_reset: float = Field(
         default=30.0, gt=0, description="Seconds an open breaker waits before a probe call.")
+    answer_cache: bool = Field(
+        default=True, description="Serve answers to questions close to one asked before, by a "
+        "caller of the same readable scope, from the semantic cache.")
+    answer_cache_threshold: float = Field(
+        default=0.95, gt=0, le=1, description="Cosine similarity at which a question counts as "
+        "one asked before.")
+    answer_cache_ttl: float = Field(default=86400.0, gt=0, description="Seconds an answer stays "
+                                    "in the cache.")
+    answer_cache_size: int = Field(default=5000, ge=1, description="Answers the cache holds "
+                                   "(least recently used out first).")
+    conversation_idle_hours: float = Field(
+        default=168.0, gt=0, description="Hours without a question after which a conversation "
+        "is forgotten.")
     sse_keepalive: float = Field(
         default=15.0, gt=0, description="Seconds of quiet after which a streamed answer sends "
         "a `: ping` comment, so proxies keep the connection open.")
@@ -337,6 +381,7 @@ class Settings(BaseSettings):
     sources: list[SourceConfig] = Field(default_factory=list, exclude=True)
     groups: list[GroupConfig] = Field(default_factory=list, exclude=True)
     llm_providers: list[ProviderConfig] = Field(default_factory=list, exclude=True)
+    guardrails: list[GuardrailConfig] = Field(default_factory=list, exclude=True)
 
     @classmethod
     def settings_customise_sources(
@@ -414,14 +459,16 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
     sources: list[dict[str, Any]] = []
     groups: list[dict[str, Any]] = []
     providers: list[dict[str, Any]] = []
+    guardrails: list[dict[str, Any]] = []
     if path is not None:
         path = Path(path).resolve()
         raw = _read_config_file(path)
-        unknown = set(raw) - {"settings", "sources", "groups", "llm"}
+        unknown = set(raw) - {"settings", "sources", "groups", "llm", "guardrails"}
         if unknown:
             raise ConfigError(
                 f"config file {path} has unknown top-level keys: {sorted(unknown)}",
-                hint="only [settings], [[sources]], [[groups]] and [[llm.providers]] are read",
+                hint="only [settings], [[sources]], [[groups]], [[llm.providers]] and "
+                     "[[guardrails]] are read",
             )
         groups = list(raw.get("groups", []))
         llm = raw.get("llm", {})
@@ -429,6 +476,7 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
             raise ConfigError(f"config file {path}: [llm] only holds [[llm.providers]]",
                               hint="see citewise.example.toml")
         providers = list(llm.get("providers", []))
+        guardrails = list(raw.get("guardrails", []))
         file_values = dict(raw.get("settings", {}))
         if "data_dir" in file_values:
             file_values["data_dir"] = path.parent / file_values["data_dir"]
@@ -448,6 +496,7 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
         settings.sources = [SourceConfig(**s) for s in sources]
         settings.groups = [GroupConfig(**g) for g in groups]
         settings.llm_providers = [ProviderConfig(**p) for p in providers]
+        settings.guardrails = [GuardrailConfig(**g) for g in guardrails]
         for source in settings.sources:
             if source.readers is None:
                 source.readers = settings.default_readers

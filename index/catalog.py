@@ -229,6 +229,48 @@ MIGRATIONS: list[str] = [
         value TEXT NOT NULL
     );
     """,
+    # 7: conversations (api/conversations.py): their turns, every answer given (for feedback),
+    # and the feedback.
+    """
+    CREATE TABLE conversations (
+        id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        title TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        turns INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX conversations_owner ON conversations(owner, updated_at);
+    CREATE TABLE answers (
+        id TEXT PRIMARY KEY,
+        conversation_id TEXT,
+        turn INTEGER,
+        owner TEXT NOT NULL,
+        question TEXT NOT NULL,
+        standalone TEXT NOT NULL,
+        answer TEXT NOT NULL,
+        documents TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX answers_conversation ON answers(conversation_id, turn);
+    CREATE TABLE feedback (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        answer_id TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        helpful INTEGER NOT NULL,
+        comment TEXT,
+        wrong_citation INTEGER,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX feedback_at ON feedback(created_at);
+    """,
+    # 8: usage counts answers served from the semantic cache and the model tokens they saved.
+    """
+    ALTER TABLE usage ADD COLUMN cache_hits INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE usage ADD COLUMN saved_tokens INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE usage_hourly ADD COLUMN cache_hits INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE usage_hourly ADD COLUMN saved_tokens INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -54,6 +54,7 @@ from citewise.index.catalog import (
     now,
 )
 from citewise.index.dense import DenseEncoder, embedding_text
+from citewise.index.injection import is_injection
 from citewise.index.outline import Outline
 from citewise.index.payload import ChunkPayload, DocumentPayload, path_prefixes
 from citewise.index.sparse import Bm25Encoder
@@ -366,6 +367,13 @@ class IngestPipeline:
         doc_id = document_id(source, doc.external_id)
         try:
             chunks = self.chunkers.for_media_type(doc.media_type).chunk(doc_id, doc)
+            # Text aimed at a model rather than a reader (the injection guardrail acts on it
+            # at answer time); recorded per chunk, never silently.
+            injected = [c.ordinal for c in chunks if is_injection(c.text)]
+            if injected:
+                doc.metadata["injection_chunks"] = injected
+                log.warning("%s: chunks %s carry instructions aimed at a model",
+                            doc.external_id, injected)
             outline = None
             if doc.media_type != CODE_MEDIA_TYPE:
                 outline = build_outline(

@@ -1,4 +1,4 @@
-"""`citewise keys`, `citewise usage`, `citewise audit`: the front door's administration.
+"""`citewise keys`, `usage`, `audit` and `feedback export`: the administration.
 
 They work on the catalog directly (SQLite admits several processes), so they run on the server's
 machine whether or not the server is up, as the account that owns the data folder: holding the
@@ -154,7 +154,8 @@ def revoke(obj: Context, name: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
 def usage(obj: Context, since: str, group_by: str, as_json: bool) -> None:
-    """Who used what: requests, errors, refusals, latency, results, tokens and cost."""
+    """Who used what: requests, errors, refusals, latency, results, tokens and cost, and the
+    answers served from the cache with the model tokens they saved."""
     from citewise.api.metering.audit import AuditLog
     from citewise.api.metering.usage import UsageLog
     from citewise.api.routes_admin import parse_since
@@ -169,11 +170,12 @@ def usage(obj: Context, since: str, group_by: str, as_json: bool) -> None:
         return
     click.echo(f"usage since {start.isoformat(timespec='seconds')}, by {group_by}")
     click.echo(f"{group_by:<32} {'requests':>8} {'errors':>7} {'refused':>7} {'mean ms':>8} "
-               f"{'results':>8} {'tokens':>9} {'cost':>9}")
+               f"{'results':>8} {'tokens':>9} {'cost':>9} {'cached':>7} {'saved':>8}")
     for r in rows:
         click.echo(f"{str(r[group_by] or '-')[:32]:<32} {r['requests']:>8} {r['errors']:>7} "
                    f"{r['denied']:>7} {r['mean_latency_ms'] or 0:>8.1f} {r['results']:>8} "
-                   f"{r['tokens_in'] + r['tokens_out']:>9} {r['cost']:>9.4f}")
+                   f"{r['tokens_in'] + r['tokens_out']:>9} {r['cost']:>9.4f} "
+                   f"{r['cache_hits']:>7} {r['saved_tokens']:>8}")
     if not rows:
         click.echo("(no requests)")
 
@@ -213,3 +215,44 @@ def audit(obj: Context, since: str, action: str | None, limit: int, as_json: boo
                    f"{e['target'] or '':<20} {json.dumps(detail) if detail else ''}")
     if not entries:
         click.echo("(no entries)")
+
+
+@cli.group()
+def feedback() -> None:
+    """What people said of answers: helpful or not, comments, wrong citations."""
+
+
+@feedback.command(
+    "export",
+    epilog=textwrap.dedent(
+        """
+        \b
+        Examples:
+          citewise feedback export                         every answer rated, as JSON lines
+          citewise feedback export --since 30d --out candidates.jsonl
+        """
+    ),
+)
+@click.option("--since", default="365d", show_default=True, help="30d, 24h or an ISO date.")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write to this file.")
+@click.pass_obj
+def feedback_export(obj: Context, since: str, out: str | None) -> None:
+    """Rated answers as golden-set candidates (JSON lines): the question as searched, the
+    sources a helpful answer cited (minus one marked wrong), and for unhelpful ones the
+    comment, so a person can write the case."""
+    from citewise.api.conversations import Conversations
+    from citewise.api.metering.audit import AuditLog
+    from citewise.api.routes_admin import parse_since
+
+    with _catalog(obj) as catalog:
+        start = parse_since(since)
+        rows = Conversations(catalog).feedback_export(start.isoformat(timespec="milliseconds"))
+        AuditLog(catalog).record("feedback.export", actor=_operator(),
+                                 detail={"since": start.isoformat(), "rows": len(rows)})
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    if out:
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(text)
+        click.echo(f"wrote {len(rows)} rated answers to {out}", err=True)
+    else:
+        click.echo(text, nl=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -13,6 +14,17 @@ from citewise.api.cli.base import (
     fail,
 )
 from citewise.errors import CitewiseError
+
+
+@contextmanager
+def _in_process(obj: Context, what: str):
+    """The services, opened here: evaluations answer in-process, never through a server."""
+    with obj.services() as (services, remote):
+        if remote is not None:
+            raise CitewiseError(
+                f"the server at {remote.url} holds the index; {what} runs in-process",
+                hint="stop `citewise serve` for the evaluation, or use a Qdrant server")
+        yield services
 
 
 @cli.command(
@@ -49,6 +61,10 @@ from citewise.errors import CitewiseError
         the share of citations that point at a relevant document, and whether answerable
         questions are answered and the others abstain.
 
+        Follow-ups (--followups) are JSON Lines of two-turn cases: {"turns": [first,
+        follow-up], "relevant": [...], "must_contain_any": [...]}; the follow-up is answered
+        as asked and rewritten to stand alone, and both are scored.
+
         Tune on a train or dev split only; report the test split.
         """
     ),
@@ -62,18 +78,22 @@ from citewise.errors import CitewiseError
                    "[default: <data dir>/eval].")
 @click.option("--qa", "qa_file", type=click.Path(exists=True, dir_okay=False),
               help="Golden set (JSON Lines) to run against the data folder's index.")
+@click.option("--followups", "followups_file", type=click.Path(exists=True, dir_okay=False),
+              help="Two-turn conversations (JSON Lines) to run against the data folder's index.")
 @click.option("--out", type=click.Path(dir_okay=False),
               help="Write the figures to this JSON file, and the table next to it (.md).")
 @click.option("--limit", type=int, help="Only the first N queries (a quick look).")
 @click.option("--depth", default=300, show_default=True,
               help="Chunks retrieved per query (pooled into documents for Recall@100).")
 @click.pass_obj
-def eval_(obj: Context, dataset, split, configs, eval_dir, qa_file, out, limit, depth) -> None:
+def eval_(obj: Context, dataset, split, configs, eval_dir, qa_file, followups_file, out, limit,
+          depth) -> None:
     """Measure retrieval and answer quality: a BEIR benchmark, or your golden set."""
     from citewise.api.evaluation.runner import parse_config
 
-    if not dataset and not qa_file:
-        raise click.UsageError("pass a BEIR dataset folder, --qa GOLDEN_SET, or both")
+    if not dataset and not qa_file and not followups_file:
+        raise click.UsageError("pass a BEIR dataset folder, --qa GOLDEN_SET, --followups "
+                               "CASES, or several")
     try:
         chosen = [parse_config(c) for c in configs.split(",") if c.strip()]
     except CitewiseError as e:
@@ -92,14 +112,18 @@ def eval_(obj: Context, dataset, split, configs, eval_dir, qa_file, out, limit, 
                                               echo=echo)
             click.echo(f"\n{table}")
             tables.append(table)
+        if followups_file:
+            from citewise.api.evaluation.followups import evaluate_followups, load_followups
+            from citewise.api.evaluation.report import followups_table
+
+            with _in_process(obj, "follow-ups") as services:
+                payload["followups"] = evaluate_followups(services.answers,
+                                                          load_followups(followups_file))
+            table = followups_table(payload["followups"])
+            click.echo(f"\n{table}")
+            tables.append(table)
         if qa_file:
-            with obj.services() as (services, remote):
-                if remote is not None:
-                    raise CitewiseError(
-                        f"the server at {remote.url} holds the index; the golden set runs "
-                        "in-process",
-                        hint="stop `citewise serve` for the evaluation, or use a Qdrant server",
-                    )
+            with _in_process(obj, "the golden set") as services:
                 payload["golden_set"], table = run_golden_set(services, qa_file, chosen,
                                                               echo=echo)
             click.echo(f"\n{table}")

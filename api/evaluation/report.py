@@ -75,3 +75,16 @@ def write_json(path: Path, payload: dict) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**payload, "environment": environment()}, indent=2) + "\n")
+
+
+def followups_table(result: dict) -> str:
+    """Second turns answered as asked and rewritten to stand alone."""
+    names = {"cites_relevant": "cites a relevant document", "first_relevant":
+             "first citation relevant", "key_fact": "key fact in the answer",
+             "abstained": "abstained"}
+    lines = [f"Follow-ups: the second turn of {result['cases']} two-turn conversations", "",
+             "| | as asked | rewritten |", "|---|---:|---:|"]
+    for field, name in names.items():
+        lines.append(f"| {name} | {result['as_asked'][field]:.3f} | "
+                     f"{result['rewritten'][field]:.3f} |")
+    return "\n".join(lines)

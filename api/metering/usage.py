@@ -1,4 +1,4 @@
-"""Usage: every request, who made it and what it cost; kept small.
+"""Usage: every request, who made it, what it cost and what the answer cache saved; kept small.
 
 The front door hands each finished request to ``UsageLog.record`` (a list append); a background
 flush writes them in one transaction every second, so recording never waits on the database.
@@ -33,6 +33,8 @@ class Usage:
     tokens_out: int = 0
     cost: float = 0.0
     request_id: str | None = None
+    cache_hits: int = 0  # 1 when the answer came from the semantic cache
+    saved_tokens: int = 0  # the model tokens that hit did not spend
 
 
 class UsageLog:
@@ -55,8 +57,9 @@ class UsageLog:
             with self.catalog.transaction():
                 conn.executemany(
                     "INSERT INTO usage (at, principal, key, route, method, status, latency_ms, "
-                    "results, tokens_in, tokens_out, cost, request_id) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [astuple(r) for r in rows])
+                    "results, tokens_in, tokens_out, cost, request_id, cache_hits, saved_tokens) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [astuple(r) for r in rows])
                 used: dict[str, str] = {}
                 for r in rows:
                     if r.key and r.status < 400:
@@ -75,10 +78,12 @@ class UsageLog:
         with self.catalog.transaction():
             conn.execute(
                 "INSERT INTO usage_hourly (hour, principal, key, route, requests, errors, denied,"
-                " latency_ms_sum, results, tokens_in, tokens_out, cost) "
+                " latency_ms_sum, results, tokens_in, tokens_out, cost, cache_hits, "
+                "saved_tokens) "
                 "SELECT substr(at, 1, 13), principal, coalesce(key, ''), route, count(*), "
                 "sum(status >= 400), sum(status IN (401, 403, 429)), sum(latency_ms), "
-                "sum(results), sum(tokens_in), sum(tokens_out), sum(cost) FROM usage "
+                "sum(results), sum(tokens_in), sum(tokens_out), sum(cost), sum(cache_hits), "
+                "sum(saved_tokens) FROM usage "
                 "WHERE at < ? GROUP BY 1, 2, 3, 4 "
                 "ON CONFLICT(hour, principal, key, route) DO UPDATE SET "
                 "requests = requests + excluded.requests, errors = errors + excluded.errors, "
@@ -86,7 +91,9 @@ class UsageLog:
                 "latency_ms_sum = latency_ms_sum + excluded.latency_ms_sum, "
                 "results = results + excluded.results, "
                 "tokens_in = tokens_in + excluded.tokens_in, "
-                "tokens_out = tokens_out + excluded.tokens_out, cost = cost + excluded.cost",
+                "tokens_out = tokens_out + excluded.tokens_out, cost = cost + excluded.cost, "
+                "cache_hits = cache_hits + excluded.cache_hits, "
+                "saved_tokens = saved_tokens + excluded.saved_tokens",
                 [cutoff])
             folded = conn.execute("DELETE FROM usage WHERE at < ?", [cutoff]).rowcount
             conn.execute("DELETE FROM usage_hourly WHERE hour < ?", [expiry[:13]])
@@ -108,17 +115,19 @@ class UsageLog:
             WITH rows AS (
                 SELECT at AS t, principal, key, route, 1 AS requests, status >= 400 AS errors,
                        status IN (401, 403, 429) AS denied, latency_ms AS latency_ms_sum,
-                       results, tokens_in, tokens_out, cost
+                       results, tokens_in, tokens_out, cost, cache_hits, saved_tokens
                 FROM usage WHERE at >= ? AND at < ?
                 UNION ALL
                 SELECT hour || ':00:00+00:00', principal, nullif(key, ''), route, requests,
-                       errors, denied, latency_ms_sum, results, tokens_in, tokens_out, cost
+                       errors, denied, latency_ms_sum, results, tokens_in, tokens_out, cost,
+                       cache_hits, saved_tokens
                 FROM usage_hourly WHERE hour >= ? AND hour < ?
             )
             SELECT {group} AS grp, sum(requests) AS requests, sum(errors) AS errors,
                    sum(denied) AS denied, round(sum(latency_ms_sum) / sum(requests), 1)
                    AS mean_latency_ms, sum(results) AS results, sum(tokens_in) AS tokens_in,
-                   sum(tokens_out) AS tokens_out, round(sum(cost), 6) AS cost
+                   sum(tokens_out) AS tokens_out, round(sum(cost), 6) AS cost,
+                   sum(cache_hits) AS cache_hits, sum(saved_tokens) AS saved_tokens
             FROM rows GROUP BY grp ORDER BY requests DESC, grp"""
         rows = self.catalog.connection().execute(sql, [lo, hi, lo[:13], hi[:13]]).fetchall()
         return [{group_by: r["grp"] or None, **{k: r[k] for k in r.keys() if k != "grp"}}

@@ -82,6 +82,7 @@ class Evidence:
     records: dict[str, DocumentRecord]
     relevance: dict[str, float]  # chunk id -> similarity to the question
     hidden_titles: set[str] = field(default_factory=set)  # documents the caller may not read
+    strip_injected: bool = False  # leave out lines aimed at a model (the injection guardrail)
 
 
 @dataclass

@@ -97,6 +97,12 @@ class Answer(BaseModel):
     model: str | None = Field(default=None, description="The provider's model (llm mode).")
     usage: AnswerUsage | None = Field(default=None, description="Model tokens and cost, when a "
                                       "model was called (also when it failed over).")
+    guardrails: list[dict] = Field(
+        default_factory=list, description="Guardrail decisions taken on this answer: "
+        "{policy, kind, action, where, detail} (a passage left out, a secret redacted...).")
+    cached: bool = Field(default=False, description="True when this is a cached answer to a "
+                         "question close to this one, asked before by a caller who may read "
+                         "exactly what this one may (usage then names the tokens it saved).")
 
     @field_serializer("evidence")
     def _round(self, value: float) -> float:

@@ -25,10 +25,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from citewise import metrics
+from citewise.errors import GuardrailBlocked
 from citewise.gateway import Completion, Gateway, GatewayError, StreamBroken
 from citewise.index.catalog import Catalog
 from citewise.index.dense import DenseEncoder, embedding_text
+from citewise.index.injection import injection_score, is_injection
 from citewise.language import is_english
+from citewise.retrieval.answering.cache import SemanticCache, scope_of
 from citewise.retrieval.answering.compose import Composed, Composer, Evidence, restates
 from citewise.retrieval.answering.markdown import blocks_from_markdown
 from citewise.retrieval.answering.model import (
@@ -74,24 +77,31 @@ class AnswerService:
         min_score: float = 0.32,
         gateway: Gateway | None = None,
         passages: int = 8,
+        cache: SemanticCache | None = None,
     ) -> None:
         self.search = search
         self.dense = dense
         self.catalog = catalog
         self.min_score = min_score
         self.gateway = gateway
+        self.cache = cache
+        # Part of the cache scope: an answer made one way is not served for another.
+        self._config = f"{'llm' if gateway else 'extractive'}|{min_score}|{passages}"
         self.passages = passages
         self._hidden: dict[frozenset[str], tuple[float, set[str]]] = {}
         self._hidden_lock = threading.Lock()
 
-    def _prepare(self, question: str, identity: Identity,
-                 filters: SearchFilters | None) -> Answer | _Prepared:
+    def _prepare(self, question: str, identity: Identity, filters: SearchFilters | None,
+                 injection: Injection | None = None) -> Answer | _Prepared:
         """Search, decide whether to abstain, and compose the extractive answer: everything an
         answer needs before a model is asked. An abstention comes back as the ``Answer``."""
         q = analyse(question)
         results = self.search.search(question, identity, top_k=self.passages, filters=filters)
+        results, decisions = _guard_passages(results, injection)
         if not results:
-            return self._abstain(q, 0.0, "no passage you may read matches the question")
+            answer = self._abstain(q, 0.0, "no passage you may read matches the question")
+            answer.guardrails = decisions
+            return answer
         query_vec = np.asarray(self.search.query_vector(question), dtype=np.float32)
         hidden = self._hidden_titles(identity)
         relevance = self._relevance(q, results, query_vec, hidden)
@@ -117,16 +127,45 @@ class AnswerService:
             hidden_titles=hidden,
         )
         ev.results = [r for r in ev.results if r.document_id in ev.records]
+        ev.strip_injected = injection is not None and injection[1] == "redact"
         composed = Composer(self._scorer(query_vec)).compose(q, ev)
         if composed is None or not composed.blocks:
             return self._abstain(q, evidence, "no passage holds an answer to quote")
-        return _Prepared(q, ev, composed, evidence)
+        return _Prepared(q, ev, composed, evidence, decisions)
+
+    def _cached(self, question: str, identity: Identity, filters: SearchFilters | None,
+                use_cache: bool, injection: Injection | None) -> tuple[Answer | None, object]:
+        """A cached answer for this caller's scope, or None; and how to store the new one."""
+        if self.cache is None:
+            return None, None
+        vector = np.asarray(self.search.query_vector(question), dtype=np.float32)
+        scope = scope_of(identity, filters, f"{self._config}|{injection}")
+        if use_cache:
+            hit = self.cache.lookup(scope, vector)
+            if hit is not None:
+                hit.answer.cached = True
+                return hit.answer, None
+        return None, lambda answer: self.cache.store(scope, question, vector, answer)
 
     def answer(self, question: str, identity: Identity, filters: SearchFilters | None = None,
-               *, history: list[dict] | None = None) -> Answer:
+               *, history: list[dict] | None = None, use_cache: bool = True,
+               injection: Injection | None = None) -> Answer:
         """The cited answer. ``history`` (earlier turns of a chat, OpenAI message dicts) is
-        context for the model; retrieval uses ``question`` alone."""
-        prepared = self._prepare(question, identity, filters)
+        context for the model; retrieval uses ``question`` alone. A question close to one this
+        caller's scope was answered before gets that answer (``cached``) unless ``use_cache``
+        is false. ``injection`` is the guardrail policy for passages that carry instructions:
+        (action, sources it covers)."""
+        hit, keep = self._cached(question, identity, filters, use_cache, injection)
+        if hit is not None:
+            return hit
+        answer = self._answer(question, identity, filters, history, injection)
+        if keep is not None:
+            keep(answer)
+        return answer
+
+    def _answer(self, question: str, identity: Identity, filters: SearchFilters | None,
+                history: list[dict] | None, injection: Injection | None) -> Answer:
+        prepared = self._prepare(question, identity, filters, injection)
         if isinstance(prepared, Answer):
             return prepared
         if self.gateway is None:
@@ -138,15 +177,30 @@ class AnswerService:
         except GatewayError as e:
             return self._extractive(prepared, f"no model answered, so this answer is "
                                               f"extractive: {e.message}")
-        return self._generated(prepared, sources, completion.text, completion)
+        answer = self._generated(prepared, sources, completion.text, completion)
+        answer.guardrails = prepared.decisions
+        return answer
 
     def stream(self, question: str, identity: Identity, filters: SearchFilters | None = None,
-               *, history: list[dict] | None = None) -> Iterator[AnswerEvent]:
+               *, history: list[dict] | None = None, use_cache: bool = True,
+               injection: Injection | None = None) -> Iterator[AnswerEvent]:
         """The answer as events (see ``stream.py``). A model stream that fails before its
         first token falls back to the extractive answer; one that breaks after it ends with an
         ``error`` event holding what was received. Closing the iterator closes the upstream
-        request."""
-        prepared = self._prepare(question, identity, filters)
+        request. A cached answer is replayed as the same events."""
+        hit, keep = self._cached(question, identity, filters, use_cache, injection)
+        if hit is not None:
+            yield from replay(hit)
+            return
+        for event in self._stream(question, identity, filters, history, injection):
+            if event.event == "done" and keep is not None:
+                keep(Answer.model_validate(event.data["answer"]))
+            yield event
+
+    def _stream(self, question: str, identity: Identity, filters: SearchFilters | None,
+                history: list[dict] | None,
+                injection: Injection | None) -> Iterator[AnswerEvent]:
+        prepared = self._prepare(question, identity, filters, injection)
         if isinstance(prepared, Answer):
             yield from replay(prepared)
             return
@@ -190,13 +244,14 @@ class AnswerService:
                 yield AnswerEvent("delta", {"text": out})
             yield from blocks.update(text, final=True)
             answer = self._generated(prepared, sources, text, completion)
+        answer.guardrails = prepared.decisions
         yield AnswerEvent("done", {"answer": answer.model_dump()})
 
     def _extractive(self, p: _Prepared, reason: str | None = None) -> Answer:
         metrics.ANSWERS.labels("extractive", "false").inc()
         return Answer(answer=render_markdown(p.composed.blocks), blocks=p.composed.blocks,
                       citations=p.composed.citations, kind=p.q.kind, evidence=p.evidence,
-                      reason=reason)
+                      reason=reason, guardrails=p.decisions)
 
     def _abstain(self, q: Question, evidence: float, reason: str) -> Answer:
         metrics.ANSWERS.labels("extractive", "true").inc()
@@ -325,6 +380,33 @@ class _Prepared:
     ev: Evidence
     composed: Composed
     evidence: float
+    decisions: list[dict]
+
+
+# The guardrail policy for passages carrying instructions: (its name, the action, the sources it
+# covers; empty = all).
+Injection = tuple[str, str, frozenset[str]]
+
+
+def _guard_passages(results: list[SearchResult], injection: Injection | None
+                    ) -> tuple[list[SearchResult], list[dict]]:
+    """Passages aimed at the model rather than the reader: dropped (``redact``), kept and
+    noted (``flag``), or the answer refused (``block``)."""
+    if injection is None:
+        return results, []
+    policy, action, sources = injection
+    flagged = [r for r in results if (not sources or r.source in sources)
+               and is_injection(r.text)]
+    if not flagged:
+        return results, []
+    decisions = [{"policy": policy, "kind": "injection", "action": action,
+                  "where": "passage", "detail": f"{r.title} > {r.heading} carries instructions "
+                  f"aimed at the model (score {injection_score(r.text)})"} for r in flagged]
+    if action == "block":
+        raise GuardrailBlocked(policy, decisions[0]["detail"], decisions)
+    if action == "redact":
+        results = [r for r in results if r not in flagged]
+    return results, decisions
 
 
 def _usage(completion: Completion | None) -> AnswerUsage | None:
@@ -352,14 +434,16 @@ def _passage_text(ev: Evidence, c: Citation) -> str:
     """The whole section a citation points into, commands included, where the document has an
     outline; the quoted passage otherwise. A quote of step texts alone would hide from the
     model the very commands the engineer needs."""
+    text = c.quote
     outline = ev.outlines.get(c.document_id)
     if outline is not None:
         for section in outline.sections:
-            if section.path == c.heading:
+            if section.path == c.heading and section.plain_text().strip():
                 text = section.plain_text()
-                if text.strip():
-                    return text
-    return c.quote
+                break
+    if ev.strip_injected:
+        text = "\n".join(line for line in text.split("\n") if not is_injection(line))
+    return text
 
 
 def _passage_citation(n: int, r: SearchResult) -> Citation:

@@ -46,7 +46,9 @@ def provider() -> Iterator[OpenAIProvider]:
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory, dense, provider) -> Iterator[tuple[str, str]]:
-    services, app = serve(tmp_path_factory.mktemp("chat-llm"), dense, llm_providers=[
+    # Without the answer cache: every request here must reach the provider.
+    services, app = serve(tmp_path_factory.mktemp("chat-llm"), dense, answer_cache=False,
+                          llm_providers=[
         ProviderConfig(name="loop", base_url=provider.base_url, model=provider.model)])
     key = make_key(services, "chat", scopes="answer")["Authorization"].split()[1]
     with LiveServer(app, services.settings) as url:

@@ -41,7 +41,7 @@ def live(tmp_path_factory, dense, provider) -> Iterator[tuple[str, object, dict]
     base = tmp_path_factory.mktemp("stream")
     kb = write_kb(base / "kb")
     settings = Settings(
-        data_dir=base / "data", require_auth=True, sse_keepalive=0.2,
+        data_dir=base / "data", require_auth=True, sse_keepalive=0.2, answer_cache=False,
         llm_providers=[ProviderConfig(name="loop", base_url=provider.base_url,
                                       model=provider.model, input_price=3.0,
                                       output_price=15.0, timeout=10)])

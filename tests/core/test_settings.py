@@ -76,6 +76,8 @@ def test_the_example_config_loads_and_every_source_builds(monkeypatch, tmp_path)
     assert {s.type for s in settings.sources} == {"folder", "git", "confluence"}
     assert [p.name for p in settings.llm_providers] == ["vllm", "workers-ai"]
     assert settings.llm_providers[1].api_key_env == "CITEWISE_WORKERS_AI_TOKEN"
+    assert [(g.name, g.kind) for g in settings.guardrails] == [("hr-cases", "deny"),
+                                                               ("personal-data", "pii")]
     for source in settings.sources:  # options are checked; nothing is read yet
         assert build_connector(source, data_dir=tmp_path) is not None
 

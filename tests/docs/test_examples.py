@@ -157,10 +157,11 @@ def _scratch(tmp_path: Path) -> Path:
 
 
 def _runs_in_process(command: str) -> bool:
-    """``citewise ingest <folder>`` and the key, usage and audit commands: run on a scratch
-    data folder, not on the demo's (examples create keys by the same names)."""
+    """``citewise ingest <folder>`` and the key, usage, audit and feedback commands: run on a
+    scratch data folder, not on the demo's (examples create keys by the same names)."""
     words = shlex.split(command)
-    if words[:2] in (["citewise", "keys"], ["citewise", "usage"], ["citewise", "audit"]):
+    if words[:2] in (["citewise", "keys"], ["citewise", "usage"], ["citewise", "audit"],
+                     ["citewise", "feedback"]):
         return True
     return words[:2] == ["citewise", "ingest"] and len(words) > 2 and not words[2].startswith("-")
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 from citewise.api.evaluation.qa import evaluate_answers, evaluate_search, load_golden_set
 from citewise.api.evaluation.runner import parse_config
 from citewise.index.sparse import Bm25Encoder
@@ -33,14 +31,6 @@ SEARCH_THRESHOLDS = {"hit@1": 0.90, "hit@3": 0.97, "mrr@10": 0.93}
 ANSWER_THRESHOLDS = {"answered_share": 0.95, "key_fact_share": 0.78,
                      "first_citation_relevant": 0.87, "citation_precision": 0.88,
                      "abstained_share": 0.83}
-
-
-@pytest.fixture(scope="module")
-def demo(demo_kb):
-    services, reports = demo_kb
-    for report in reports:
-        assert report.status == "succeeded", report.summary()
-    return services
 
 
 def _title_and_headings(key: str) -> str:

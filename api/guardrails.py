@@ -1,0 +1,286 @@
+"""Guardrails: policies on what goes into an answer and what comes out of it.
+
+Each policy has a kind, an action and a scope (routes, and for passages, sources):
+
+* ``injection``: passages that carry instructions aimed at the model (``index/injection.py``).
+  ``redact`` drops them from what answers read, ``flag`` keeps them fenced as data and records
+  it, ``block`` refuses an answer whose evidence holds one. Ingest records flagged chunks per
+  document (``metadata.injection_chunks``).
+* ``secrets``: credentials in an answer or its quotes, found by the same detectors as ingest
+  (``ingest/redact.py``), are replaced by ``[REDACTED:kind]`` (``redact``) or refuse the answer.
+* ``pii``: email addresses, phone numbers (the ``phonenumbers`` library) and card numbers (with
+  the Luhn check) in an answer or its quotes.
+* ``deny``: terms or topics (``terms``, case-insensitive, whole words) in the question or the
+  answer: ``block`` refuses with a problem naming the policy and no content.
+
+Every decision is returned for the audit log and the metrics; nothing is decided silently.
+Without ``[[guardrails]]`` in the config: injection ``redact``, secrets ``redact``, pii ``off``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+import phonenumbers
+
+from citewise import metrics
+from citewise.errors import GuardrailBlocked
+from citewise.ingest.redact import redact_text
+from citewise.retrieval.answering import Answer
+from citewise.settings import GuardrailConfig
+
+log = logging.getLogger("citewise.api")
+
+DEFAULTS = [GuardrailConfig(name="injection", kind="injection", action="redact"),
+            GuardrailConfig(name="secrets", kind="secrets", action="redact"),
+            GuardrailConfig(name="pii", kind="pii", action="off")]
+
+_EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")
+_CARD = re.compile(r"\b(?:\d[ -]?){12,18}\d\b")
+
+
+@dataclass(frozen=True)
+class Decision:
+    policy: str
+    kind: str
+    action: str
+    where: str  # question, answer, passage
+    detail: str
+
+    def as_dict(self) -> dict:
+        return {"policy": self.policy, "kind": self.kind, "action": self.action,
+                "where": self.where, "detail": self.detail}
+
+
+def luhn_ok(digits: str) -> bool:
+    total, parity = 0, len(digits) % 2
+    for i, ch in enumerate(digits):
+        d = int(ch)
+        if i % 2 == parity:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def find_pii(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, kind) of each email address, phone number and card number."""
+    found = [(m.start(), m.end(), "email") for m in _EMAIL.finditer(text)]
+    for m in _CARD.finditer(text):
+        digits = re.sub(r"\D", "", m.group(0))
+        if 13 <= len(digits) <= 19 and luhn_ok(digits):
+            found.append((m.start(), m.end(), "card-number"))
+    # Numbers written for people to dial: international (+44 ...) or, failing a country, as
+    # written in the US; durations, versions and ids do not parse as valid numbers.
+    for match in phonenumbers.PhoneNumberMatcher(text, "US",
+                                                 leniency=phonenumbers.Leniency.VALID):
+        if not any(s <= match.start < e for s, e, _ in found):
+            found.append((match.start, match.end, "phone-number"))
+    return sorted(found)
+
+
+def redact_pii(text: str) -> tuple[str, list[str]]:
+    kinds = []
+    for start, end, kind in reversed(find_pii(text)):
+        text = f"{text[:start]}[REDACTED:{kind}]{text[end:]}"
+        kinds.append(kind)
+    return text, kinds
+
+
+class Guardrails:
+    def __init__(self, policies: list[GuardrailConfig] | None = None) -> None:
+        given = {p.kind for p in policies or []}
+        self.policies = [*(policies or []), *(d for d in DEFAULTS if d.kind not in given)]
+        self._deny = {p.name: re.compile(r"\b(" + "|".join(re.escape(t) for t in p.terms)
+                                         + r")\b", re.I)
+                      for p in self.policies if p.kind == "deny" and p.terms}
+
+    def _active(self, kind: str, route: str) -> list[GuardrailConfig]:
+        return [p for p in self.policies if p.kind == kind and p.action != "off"
+                and (not p.routes or route in p.routes)]
+
+    def injection(self, route: str) -> tuple[str, str, frozenset[str]] | None:
+        """The policy for injected passages on this route: its name, action and the sources it
+        covers (empty: all), for the answer service; None when off."""
+        active = self._active("injection", route)
+        if not active:
+            return None
+        p = active[0]
+        return p.name, p.action, frozenset(p.sources)
+
+    # Questions ----------------------------------------------------------------------------
+    def check_question(self, question: str, route: str) -> list[Decision]:
+        decisions = []
+        for p in self._active("deny", route):
+            pattern = self._deny.get(p.name)
+            found = pattern.search(question) if pattern else None
+            if found:
+                decision = Decision(p.name, "deny", p.action, "question",
+                                    f"the question mentions '{found.group(0)}'")
+                decisions.append(decision)
+                if p.action == "block":
+                    raise self._blocked(decision, decisions)
+        return decisions
+
+    def _blocked(self, decision: Decision, decisions: list[Decision]) -> GuardrailBlocked:
+        return GuardrailBlocked(decision.policy, decision.detail,
+                                [d.as_dict() for d in decisions])
+
+    # Text going out -----------------------------------------------------------------------
+    def clean(self, text: str, route: str, where: str = "answer") -> tuple[str, list[Decision]]:
+        """Text with secrets and personal data handled per policy; a denied term in it, or a
+        secret or personal data under ``block``, raises ``GuardrailBlocked``."""
+        decisions: list[Decision] = []
+        for p in self._active("secrets", route):
+            cleaned, found = redact_text(text)
+            if found:
+                decision = Decision(p.name, "secrets", p.action, where, ", ".join(
+                    sorted({f["kind"] for f in found})))
+                decisions.append(decision)
+                if p.action == "block":
+                    raise self._blocked(decision, decisions)
+                if p.action == "redact":
+                    text = cleaned
+        for p in self._active("pii", route):
+            cleaned, kinds = redact_pii(text)
+            if kinds:
+                decision = Decision(p.name, "pii", p.action, where, ", ".join(sorted(set(kinds))))
+                decisions.append(decision)
+                if p.action == "block":
+                    raise self._blocked(decision, decisions)
+                if p.action == "redact":
+                    text = cleaned
+        for p in self._active("deny", route):
+            pattern = self._deny.get(p.name)
+            found = pattern.search(text) if pattern else None
+            if found:
+                decision = Decision(p.name, "deny", p.action, where,
+                                    f"the answer mentions '{found.group(0)}'")
+                decisions.append(decision)
+                if p.action == "block":
+                    raise self._blocked(decision, decisions)
+        return text, decisions
+
+    def clean_answer(self, answer: Answer, route: str) -> tuple[Answer, list[Decision]]:
+        """The answer, its blocks and its quotes cleaned alike."""
+        decisions: list[Decision] = []
+
+        def clean(text: str | None, where: str = "answer") -> str | None:
+            if not text:
+                return text
+            out, found = self.clean(text, route, where)
+            decisions.extend(found)
+            return out
+
+        answer = answer.model_copy(deep=True)
+        answer.answer = clean(answer.answer)
+        for block in answer.blocks:
+            block.text, block.value = clean(block.text), clean(block.value)
+            for step in block.steps or []:
+                step.text = clean(step.text)
+                step.notes = [clean(n) for n in step.notes]
+                for code in step.code:
+                    code.text = clean(code.text)
+        for c in answer.citations:
+            c.quote = clean(c.quote, "quote")
+        unique = list(dict.fromkeys(decisions))
+        return answer, unique
+
+
+
+
+# Breaks where streamed text may be cleaned and sent: a line's end; once enough has gathered, a
+# sentence's end, else the last space. Credentials hold no spaces, so none is cut in two.
+_SENTENCE_END = re.compile(r"[.!?]\s")
+_HOLD = 120
+
+
+class Guarded:
+    """One request's guardrails: its route, and every decision taken, for the audit log."""
+
+    def __init__(self, guardrails: Guardrails, route: str) -> None:
+        self.guardrails = guardrails
+        self.route = route
+        self.decisions: list[dict] = []
+
+    @property
+    def injection(self) -> tuple[str, str, frozenset[str]] | None:
+        return self.guardrails.injection(self.route)
+
+    def _note(self, decisions) -> None:
+        for d in decisions:
+            d = d.as_dict() if isinstance(d, Decision) else d
+            if d not in self.decisions:
+                self.decisions.append(d)
+
+    def question(self, question: str) -> None:
+        try:
+            self._note(self.guardrails.check_question(question, self.route))
+        except GuardrailBlocked as e:
+            self._note(e.decisions)
+            raise
+
+    def answer(self, answer: Answer) -> Answer:
+        self._note(answer.guardrails)
+        try:
+            cleaned, decisions = self.guardrails.clean_answer(answer, self.route)
+        except GuardrailBlocked as e:
+            self._note(e.decisions)
+            raise
+        self._note(decisions)
+        cleaned.guardrails = list(self.decisions)
+        return cleaned
+
+    def _text(self, text: str) -> str:
+        cleaned, decisions = self.guardrails.clean(text, self.route)
+        self._note(decisions)
+        return cleaned
+
+    def events(self, events):
+        """Streamed answer events, cleaned: text is held back to a line or sentence end and
+        cleaned there; quotes and blocks are cleaned whole; ``done`` carries the cleaned
+        answer. A block ends the stream with an ``error`` event and nothing more."""
+        from citewise.retrieval.answering.stream import AnswerEvent
+
+        held = ""
+        try:
+            for event in events:
+                if event.event == "citations":
+                    for c in event.data["citations"]:
+                        c["quote"] = self._text(c["quote"]) if c.get("quote") else c.get("quote")
+                elif event.event == "delta":
+                    held += event.data["text"]
+                    cut = held.rfind("\n") + 1
+                    if not cut and len(held) > _HOLD:
+                        ends = [m.end() for m in _SENTENCE_END.finditer(held)]
+                        cut = ends[-1] if ends else held.rfind(" ") + 1
+                    if not cut:
+                        continue
+                    out, held = self._text(held[:cut]), held[cut:]
+                    event = AnswerEvent("delta", {"text": out})
+                elif event.event == "block":
+                    block = Answer(answer="", blocks=[event.data["block"]])
+                    event.data["block"] = self.answer(block).blocks[0].model_dump()
+                elif event.event == "done":
+                    if held:
+                        yield AnswerEvent("delta", {"text": self._text(held)})
+                        held = ""
+                    answer = self.answer(Answer.model_validate(event.data["answer"]))
+                    event = AnswerEvent("done", {**event.data, "answer": answer.model_dump()})
+                yield event
+        except GuardrailBlocked as e:
+            yield AnswerEvent("error", {**e.problem(), "received": ""})
+
+    def report(self, audit, principal: str, request_id: str | None = None) -> None:
+        """Every decision to the audit log and the metrics."""
+        for d in self.decisions:
+            metrics.GUARDRAIL_DECISIONS.labels(d["policy"], d["kind"], d["action"]).inc()
+            try:
+                audit.record(f"guardrail.{d['action']}", actor=principal, target=d["policy"],
+                             outcome="denied" if d["action"] == "block" else "ok",
+                             detail={"kind": d["kind"], "where": d["where"],
+                                     "detail": d["detail"], "route": self.route},
+                             request_id=request_id)
+            except Exception:  # the decision stands even if the audit write fails
+                log.exception("could not write the audit record of a guardrail decision")

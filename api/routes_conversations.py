@@ -1,0 +1,64 @@
+"""Conversations and feedback: a caller's own conversations, and what they thought of answers.
+
+A conversation is visible to the principal who started it and to nobody else: anyone else gets
+404, exactly as for one that never existed.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from citewise.api.auth import caller
+from citewise.api.identity.caller import Caller
+
+router = APIRouter(prefix="/v1", tags=["conversations"])
+
+CONVERSATION_ID = r"^[0-9a-f]{32}$"
+
+
+class FeedbackRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
+        "examples": [{"helpful": False, "comment": "step 2 is outdated", "wrong_citation": 2}]})
+
+    helpful: bool
+    comment: str | None = Field(default=None, max_length=2000)
+    wrong_citation: int | None = Field(default=None, ge=1, le=100,
+                                       description="The [n] that points at the wrong place.")
+
+
+@router.get("/conversations", summary="Your conversations")
+def list_conversations(request: Request, who: Annotated[Caller, Depends(caller)],
+                       limit: Annotated[int, Query(ge=1, le=200)] = 50) -> dict:
+    """The caller's live conversations, most recent first."""
+    return {"conversations": request.app.state.services.conversations.list(who.principal,
+                                                                           limit)}
+
+
+@router.get("/conversations/{conversation_id}", summary="One conversation with its turns")
+def get_conversation(request: Request, who: Annotated[Caller, Depends(caller)],
+                     conversation_id: Annotated[str, Path(pattern=CONVERSATION_ID)]) -> dict:
+    """Each turn: the question as asked, as searched, and the answer with its citations."""
+    return request.app.state.services.conversations.get(conversation_id, who.principal)
+
+
+@router.delete("/conversations/{conversation_id}", status_code=204,
+               summary="Forget a conversation")
+def delete_conversation(request: Request, who: Annotated[Caller, Depends(caller)],
+                        conversation_id: Annotated[str, Path(pattern=CONVERSATION_ID)]
+                        ) -> Response:
+    request.app.state.services.conversations.delete(conversation_id, who.principal)
+    return Response(status_code=204)
+
+
+@router.post("/answers/{answer_id}/feedback", status_code=201, summary="Feedback on an answer")
+def feedback(answer_id: Annotated[str, Path(pattern=CONVERSATION_ID)], body: FeedbackRequest,
+             request: Request, who: Annotated[Caller, Depends(caller)]) -> dict:
+    """Helpful or not, with a comment and the citation that was wrong; kept with the question,
+    the answer and its citations (`citewise feedback export` turns them into golden-set
+    candidates)."""
+    return request.app.state.services.conversations.feedback(
+        answer_id, who.principal, helpful=body.helpful, comment=body.comment,
+        wrong_citation=body.wrong_citation)
