@@ -117,6 +117,20 @@ class GuardrailConfig(BaseModel):
         return self
 
 
+class SlackChannelConfig(BaseModel):
+    """A ``[[slack.channels]]`` entry: how the Slack bot behaves in one channel."""
+
+    model_config = {"extra": "forbid"}
+
+    id: str = Field(pattern=r"^[CGD][A-Z0-9]{2,}$", description="The channel id (C0123...).")
+    sources: list[str] = Field(default_factory=list, description="Only these sources.")
+    mention_only: bool = True
+    ephemeral: bool = False
+    audience: list[str] = Field(default_factory=list,
+                                description="Groups every member of the channel belongs to.")
+    oncall: str | None = Field(default=None, description="Slack user group id for humans.")
+
+
 class ProviderConfig(BaseModel):
     """A ``[[llm.providers]]`` entry: one OpenAI-compatible endpoint in the model gateway's
     chain. The key is never in the file: ``api_key_env`` names the variable that holds it."""
@@ -231,6 +245,13 @@ class Settings(BaseSettings):
     conversation_idle_hours: float = Field(
         default=168.0, gt=0, description="Hours without a question after which a conversation "
         "is forgotten.")
+    slack_api_url: str = Field(
+        default="https://slack.com/api/", description="Slack Web API base URL (GovSlack, an "
+        "egress proxy); the bot's tokens come from SLACK_BOT_TOKEN, SLACK_APP_TOKEN and "
+        "SLACK_SIGNING_SECRET.")
+    slack_state: Path | None = Field(
+        default=None, description="SQLite file mapping Slack threads to conversations; unset "
+        "= slack-threads.db in the data folder.")
     sse_keepalive: float = Field(
         default=15.0, gt=0, description="Seconds of quiet after which a streamed answer sends "
         "a `: ping` comment, so proxies keep the connection open.")
@@ -382,6 +403,8 @@ class Settings(BaseSettings):
     groups: list[GroupConfig] = Field(default_factory=list, exclude=True)
     llm_providers: list[ProviderConfig] = Field(default_factory=list, exclude=True)
     guardrails: list[GuardrailConfig] = Field(default_factory=list, exclude=True)
+    slack_channels: list[SlackChannelConfig] = Field(default_factory=list, exclude=True)
+    slack_groups: dict[str, str] = Field(default_factory=dict, exclude=True)
 
     @classmethod
     def settings_customise_sources(
@@ -460,15 +483,16 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
     groups: list[dict[str, Any]] = []
     providers: list[dict[str, Any]] = []
     guardrails: list[dict[str, Any]] = []
+    slack: dict[str, Any] = {}
     if path is not None:
         path = Path(path).resolve()
         raw = _read_config_file(path)
-        unknown = set(raw) - {"settings", "sources", "groups", "llm", "guardrails"}
+        unknown = set(raw) - {"settings", "sources", "groups", "llm", "guardrails", "slack"}
         if unknown:
             raise ConfigError(
                 f"config file {path} has unknown top-level keys: {sorted(unknown)}",
-                hint="only [settings], [[sources]], [[groups]], [[llm.providers]] and "
-                     "[[guardrails]] are read",
+                hint="only [settings], [[sources]], [[groups]], [[llm.providers]], "
+                     "[[guardrails]] and [slack] are read",
             )
         groups = list(raw.get("groups", []))
         llm = raw.get("llm", {})
@@ -477,6 +501,10 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
                               hint="see citewise.example.toml")
         providers = list(llm.get("providers", []))
         guardrails = list(raw.get("guardrails", []))
+        slack = raw.get("slack", {})
+        if not isinstance(slack, dict) or set(slack) - {"channels", "groups"}:
+            raise ConfigError(f"config file {path}: [slack] holds [[slack.channels]] and "
+                              "[slack.groups]", hint="see docs/slack.md")
         file_values = dict(raw.get("settings", {}))
         if "data_dir" in file_values:
             file_values["data_dir"] = path.parent / file_values["data_dir"]
@@ -497,6 +525,8 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
         settings.groups = [GroupConfig(**g) for g in groups]
         settings.llm_providers = [ProviderConfig(**p) for p in providers]
         settings.guardrails = [GuardrailConfig(**g) for g in guardrails]
+        settings.slack_channels = [SlackChannelConfig(**c) for c in slack.get("channels", [])]
+        settings.slack_groups = {str(k): str(v) for k, v in slack.get("groups", {}).items()}
         for source in settings.sources:
             if source.readers is None:
                 source.readers = settings.default_readers

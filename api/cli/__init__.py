@@ -1,4 +1,5 @@
-"""The ``citewise`` command: ingest, search, ask, serve, sources, eval, keys, usage and audit.
+"""The ``citewise`` command: ingest, search, ask, serve, sources, eval, keys, usage, audit,
+feedback and the Slack bot.
 
 Every command reads settings from ``CITEWISE_*`` environment variables and the config file
 (``./citewise.toml`` or ``--config``). When ``citewise serve`` holds the embedded index, the
@@ -15,6 +16,7 @@ from citewise.api.cli import (  # noqa: F401  (registers)
     ingest,
     query,
     serve,
+    slack,
     sources,
 )
 from citewise.api.cli.base import cli

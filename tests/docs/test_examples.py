@@ -43,6 +43,8 @@ DOCS = ["README.md", "connectors/README.md", *sorted(glob.glob("docs/*.md", root
 # Examples that cannot run in a test, and why (matched against the start of the command).
 SKIPPED = {
     "citewise serve": "starts a server that runs until stopped (tests/api/test_cli.py runs it)",
+    "citewise slack": "runs the Slack bot until stopped, against Slack (tests/slack/ runs it "
+                      "against a Slack Web API fake)",
     "citewise eval ../shared": "a benchmark of several minutes (make eval runs it)",
     "citewise eval --qa": "needs the index in-process while this test's server holds it "
                           "(tests/eval/test_golden_set.py runs the golden set)",
