@@ -26,6 +26,7 @@ from citewise.api import (
 from citewise.api.auth import is_admin
 from citewise.api.composition import Door, Services, build_door, build_services
 from citewise.api.frontdoor import FrontDoor
+from citewise.api.mcp import http_server
 from citewise.api.middleware import BodyLimit
 from citewise.api.openapi import PROBLEM_RESPONSES
 from citewise.errors import ConfigError
@@ -91,9 +92,15 @@ def create_app(
             open_door(app)
         flusher = _Flusher(app.state.door, app.state.services)
         flusher.start()
+        # The MCP server is made per start: its session manager runs once per instance.
+        agents = http_server(lambda: app.state.services)
+        app.state.mcp_app = agents.streamable_http_app(
+            streamable_http_path="/", stateless_http=True, host=bind_host or "127.0.0.1")
         try:
-            yield
+            async with agents.session_manager.run():
+                yield
         finally:
+            app.state.mcp_app = None
             flusher.stop()
             if owned and app.state.services is not None:
                 app.state.services.close()
@@ -139,6 +146,8 @@ def create_app(
     app.include_router(routes_admin.router)
     app.include_router(routes_openai.router)
     app.include_router(routes_conversations.router)
+    app.state.mcp_app = None
+    app.mount("/mcp", _McpMount(app), name="mcp")
 
     @app.get("/healthz", tags=["ops"], summary="Liveness, and for admins the index's state")
     def healthz(request: Request) -> dict:
@@ -171,6 +180,29 @@ def create_app(
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+class _McpMount:
+    """/mcp: the MCP server of the running app (made in the lifespan), behind the same front
+    door as every route."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        inner = self.app.state.mcp_app
+        if inner is None:
+            from citewise.api.middleware import send_problem
+            from citewise.errors import CitewiseError
+
+            class NotStarted(CitewiseError):
+                status_code = 503
+                code = "not_started"
+
+            await send_problem(send, NotStarted("the MCP server starts with the app",
+                                                hint="retry in a moment"))
+            return
+        await inner(scope, receive, send)
 
 
 class _Flusher:

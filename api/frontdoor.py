@@ -56,6 +56,8 @@ RULES = (
     _rule("POST", r"^/v1/chat/completions$", "answer", "answer", "/v1/chat/completions"),
     _rule("GET", r"^/v1/models(/|$)", "answer", None, "/v1/models"),
     _rule(None, r"^/v1/(conversations|answers)(/|$)", "answer", None, "/v1/conversations"),
+    # MCP: the tools check their own scope (search, or answer for the answer tool).
+    _rule(None, r"^/mcp(/|$)", "search", "search", "/mcp"),
     _rule(None, r"^/v1/documents(/|$)", "search", "search", "/v1/documents/{document_id}"),
     _rule(None, r"^/v1/sources$", "search", "search", "/v1/sources"),
     _rule("POST", r"^/v1/ingest/jobs$", "ingest", "ingest", "/v1/ingest/jobs"),
@@ -113,7 +115,6 @@ class FrontDoor:
         started = time.perf_counter()
         status = {"code": 500}
         caller: Caller | None = None
-        services = scope["app"].state.services
         door = scope["app"].state.door
 
         async def send_with_headers(message: Message) -> None:
@@ -160,7 +161,7 @@ class FrontDoor:
             await self.app(scope, receive, send_with_headers)
         finally:
             if rule is not None:
-                self._record(services, scope, state, rule, caller, method, status["code"],
+                self._record(door, scope, state, rule, caller, method, status["code"],
                              started, request_id)
             REQUEST_ID.reset(token)
 
@@ -177,13 +178,13 @@ class FrontDoor:
             except Exception:  # the refusal stands even if the audit write fails
                 log.exception("could not write the audit record of a refusal")
 
-    def _record(self, services, scope: Scope, state: dict, rule: Rule, caller: Caller | None,
+    def _record(self, door, scope: Scope, state: dict, rule: Rule, caller: Caller | None,
                 method: str, status: int, started: float, request_id: str) -> None:
         route = getattr(scope.get("route"), "path", None) or rule.label
         principal = caller.principal if caller else "unauthenticated"
         key = caller.key if caller else None
         metrics.REQUESTS_BY_KEY.labels(key or "", route, str(status)).inc()
-        door = scope["app"].state.door
+        # The app, not scope["app"]: a mounted app (/mcp) puts itself there on the way in.
         door.usage.record(Usage(
             at=datetime.now(UTC).isoformat(timespec="milliseconds"), principal=principal,
             key=key, route=route, method=method, status=status,

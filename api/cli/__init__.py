@@ -14,6 +14,7 @@ from citewise.api.cli import (  # noqa: F401  (registers)
     admin,
     evaluate,
     ingest,
+    mcp,
     query,
     serve,
     slack,
