@@ -27,9 +27,9 @@ from citewise.api.auth import is_admin
 from citewise.api.composition import Door, Services, build_door, build_services
 from citewise.api.frontdoor import FrontDoor
 from citewise.api.mcp import http_server
-from citewise.api.middleware import BodyLimit
+from citewise.api.middleware import BodyLimit, send_problem
 from citewise.api.openapi import PROBLEM_RESPONSES
-from citewise.errors import ConfigError
+from citewise.errors import CitewiseError, ConfigError
 from citewise.ingest.consistency import check
 from citewise.settings import Settings
 
@@ -192,17 +192,15 @@ class _McpMount:
     async def __call__(self, scope, receive, send) -> None:
         inner = self.app.state.mcp_app
         if inner is None:
-            from citewise.api.middleware import send_problem
-            from citewise.errors import CitewiseError
-
-            class NotStarted(CitewiseError):
-                status_code = 503
-                code = "not_started"
-
-            await send_problem(send, NotStarted("the MCP server starts with the app",
-                                                hint="retry in a moment"))
+            await send_problem(send, _McpNotStarted("the MCP server starts with the app",
+                                                    hint="retry in a moment"))
             return
         await inner(scope, receive, send)
+
+
+class _McpNotStarted(CitewiseError):
+    status_code = 503
+    code = "not_started"
 
 
 class _Flusher:

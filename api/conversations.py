@@ -114,10 +114,13 @@ class Conversations:
         with self._guard:
             lock = self._locks.setdefault(conversation_id, threading.Lock())
         with lock:
-            yield self.turns(conversation_id, owner)
+            yield self._turns(conversation_id)
 
     def turns(self, conversation_id: str, owner: str) -> list[Turn]:
         self._row(conversation_id, owner)
+        return self._turns(conversation_id)
+
+    def _turns(self, conversation_id: str) -> list[Turn]:
         rows = self.catalog.connection().execute(
             "SELECT id, turn, question, standalone, answer, created_at FROM answers "
             "WHERE conversation_id = ? ORDER BY turn", (conversation_id,)).fetchall()
@@ -126,7 +129,7 @@ class Conversations:
 
     def get(self, conversation_id: str, owner: str) -> dict:
         row = self._row(conversation_id, owner)
-        return {**row, "turns": [t.as_dict() for t in self.turns(conversation_id, owner)]}
+        return {**row, "turns": [t.as_dict() for t in self._turns(conversation_id)]}
 
     def list(self, owner: str, limit: int = 50) -> list[dict]:
         since = _iso(_now() - timedelta(seconds=self.idle))

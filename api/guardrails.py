@@ -203,6 +203,7 @@ class Guarded:
         self.guardrails = guardrails
         self.route = route
         self.decisions: list[dict] = []
+        self._reported = 0  # decisions already in the audit log
 
     @property
     def injection(self) -> tuple[str, str, frozenset[str]] | None:
@@ -273,8 +274,9 @@ class Guarded:
             yield AnswerEvent("error", {**e.problem(), "received": ""})
 
     def report(self, audit, principal: str, request_id: str | None = None) -> None:
-        """Every decision to the audit log and the metrics."""
-        for d in self.decisions:
+        """Every decision not reported yet to the audit log and the metrics."""
+        fresh, self._reported = self.decisions[self._reported:], len(self.decisions)
+        for d in fresh:
             metrics.GUARDRAIL_DECISIONS.labels(d["policy"], d["kind"], d["action"]).inc()
             try:
                 audit.record(f"guardrail.{d['action']}", actor=principal, target=d["policy"],

@@ -205,10 +205,6 @@ def _usage(answer: Answer) -> ChatUsageOut:
     return ChatUsageOut(prompt_tokens=tin, completion_tokens=tout, total_tokens=tin + tout)
 
 
-def _meter(request: Request, answer: Answer) -> None:
-    meter(request, answer.model_dump())
-
-
 STREAM_DOC = {"description": "With `stream: true`: `chat.completion.chunk` events, then "
               "`data: [DONE]`.", "content": {"text/event-stream": {"schema": event_schema(None)}}}
 
@@ -257,7 +253,7 @@ def chat_completions(body: ChatCompletionRequest, request: Request,
                 summary = kept(answer)
         finally:
             report(request, guard)
-        _meter(request, answer)
+        meter(request, answer.model_dump())
         return ChatCompletion(
             id=completion_id, created=created, model=MODEL_ID,
             choices=[Choice(index=0, message=AssistantMessage(content=_content(answer,
@@ -284,7 +280,7 @@ def chat_completions(body: ChatCompletionRequest, request: Request,
             report(request, guard)
         if event.event == "done":
             answer = Answer.model_validate(event.data["answer"])
-            _meter(request, answer)
+            meter(request, answer.model_dump())
             sent = "".join(streamed).strip()
             tail = ""
             if answer.answer.strip() != sent:  # a fallback replaced what was streamed

@@ -206,8 +206,7 @@ def answer(
 
 
 def report(request: Request, guard: Guarded) -> None:
-    """The request's guardrail decisions to the audit log and metrics (once)."""
-    if guard.decisions and not getattr(guard, "reported", False):
-        guard.reported = True
+    """The request's guardrail decisions to the audit log and metrics (each once)."""
+    if guard.decisions:
         guard.report(request.app.state.door.audit, caller(request).principal,
                      getattr(request.state, "request_id", None))

@@ -100,45 +100,38 @@ class Provider:
             raise ProviderError(self.name, "busy", f"all {self.spec.max_concurrency} "
                                 "concurrent requests are in use")
 
-    def complete(self, messages: list[dict], *, timeout: float,
-                 max_tokens: int | None = None) -> tuple[str, ChatUsage]:
-        body = request_body(self.spec.model, messages, stream=False, include_usage=False,
-                            max_tokens=max_tokens)
+    def _post(self, url: str, body: dict, timeout: float, what: str) -> str:
+        """One non-streamed call within a concurrency slot: the response text, once its status
+        is 200; every failure as a ``ProviderError``."""
         self._acquire(timeout)
         try:
             try:
-                resp = self._http.post(self._url, json=body, timeout=self._timeout(timeout))
+                resp = self._http.post(url, json=body, timeout=self._timeout(timeout))
             except httpx.TimeoutException as e:
                 raise ProviderError(self.name, "timeout",
-                                    f"no answer within {min(timeout, self.spec.timeout):.1f} s"
+                                    f"no {what} within {min(timeout, self.spec.timeout):.1f} s"
                                     ) from e
             except httpx.HTTPError as e:
                 raise ProviderError(self.name, "connect", f"unreachable: {e}") from e
             self._check_status(resp.status_code, resp.headers, resp.text)
-            text, reported = parse_completion(self.name, resp.text)
+            return resp.text
         finally:
             self._slots.release()
+
+    def complete(self, messages: list[dict], *, timeout: float,
+                 max_tokens: int | None = None) -> tuple[str, ChatUsage]:
+        body = request_body(self.spec.model, messages, stream=False, include_usage=False,
+                            max_tokens=max_tokens)
+        text, reported = parse_completion(self.name,
+                                          self._post(self._url, body, timeout, "answer"))
         return text, self.usage(reported, messages, text)
 
     def embed(self, texts: list[str], *, timeout: float) -> tuple[np.ndarray, ChatUsage]:
         """``POST /embeddings`` (OpenAI, TEI, vLLM, Workers AI): one row per text, in order,
         L2-normalised so that a dot product is the cosine the index uses."""
         body = {"model": self.spec.model, "input": texts, "encoding_format": "float"}
-        self._acquire(timeout)
-        try:
-            try:
-                resp = self._http.post(self._base + "/embeddings", json=body,
-                                       timeout=self._timeout(timeout))
-            except httpx.TimeoutException as e:
-                raise ProviderError(self.name, "timeout",
-                                    f"no embeddings within {min(timeout, self.spec.timeout):.1f} s"
-                                    ) from e
-            except httpx.HTTPError as e:
-                raise ProviderError(self.name, "connect", f"unreachable: {e}") from e
-            self._check_status(resp.status_code, resp.headers, resp.text)
-            vectors, reported = parse_embeddings(self.name, resp.text, len(texts))
-        finally:
-            self._slots.release()
+        raw = self._post(self._base + "/embeddings", body, timeout, "embeddings")
+        vectors, reported = parse_embeddings(self.name, raw, len(texts))
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         vectors = vectors / np.where(norms == 0, 1, norms)
         tokens = reported if reported is not None else sum(estimate_tokens(t) for t in texts)
