@@ -20,7 +20,9 @@ from citewise.api import (
     routes_conversations,
     routes_ingest,
     routes_library,
+    routes_me,
     routes_openai,
+    routes_page,
     routes_query,
 )
 from citewise.api.auth import is_admin
@@ -42,6 +44,8 @@ Cited answers over your engineering knowledge: runbooks, wiki pages and code.
 
 * `POST /v1/search` (or `GET /v1/search?q=...`): hybrid dense + BM25 search.
 * `POST /v1/answer`: an answer whose sentences cite `[n]` passages, or an abstention.
+* `GET /v1/me`: who you are signed in as. `/` is a web page over this API, `/mcp/` an MCP
+  server for agents.
 * Identity: `Authorization: Bearer <key>` (an API key from `citewise keys create`), a
   Cloudflare Access assertion (`Cf-Access-Jwt-Assertion`) or an OIDC bearer token. Keys that may
   assert identity (the Slack bot's) name the end user in `X-Citewise-User` and
@@ -146,6 +150,8 @@ def create_app(
     app.include_router(routes_admin.router)
     app.include_router(routes_openai.router)
     app.include_router(routes_conversations.router)
+    app.include_router(routes_me.router)
+    app.include_router(routes_page.router)
     app.state.mcp_app = None
     app.mount("/mcp", _McpMount(app), name="mcp")
 

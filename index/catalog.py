@@ -490,6 +490,33 @@ class Catalog:
         """
         return [dict(r) for r in self._conn().execute(sql, args)]
 
+    def list_facets(self, principals: list[str] | None = None,
+                    limit: int = 50) -> dict[str, dict[str, list[str]]]:
+        """Per source, the tags and runbook services of the documents ``principals`` may read,
+        most common first (at most ``limit`` of each): what a search page offers as filters.
+        Like the counts, only readable documents contribute, so a restricted document's tags
+        do not reveal it."""
+        readable, args = "1", []
+        if principals is not None:
+            marks = ",".join("?" * len(principals)) or "NULL"
+            readable = f"EXISTS (SELECT 1 FROM json_each(d.readers) WHERE value IN ({marks}))"
+            args = list(principals)
+        sql = f"""
+            SELECT d.source, 'tags' AS kind, t.value AS value, COUNT(*) AS n
+              FROM documents d, json_each(d.tags) t WHERE {readable} GROUP BY 1, 3
+            UNION ALL
+            SELECT d.source, 'services', d.service, COUNT(*)
+              FROM documents d WHERE d.service IS NOT NULL AND d.service != '' AND {readable}
+              GROUP BY 1, 3
+            ORDER BY 1, 2, 4 DESC, 3
+        """
+        out: dict[str, dict[str, list[str]]] = {}
+        for source, kind, value, _ in self._conn().execute(sql, args + args):
+            values = out.setdefault(source, {"tags": [], "services": []})[kind]
+            if len(values) < limit:
+                values.append(value)
+        return out
+
     def healthy_documents(self, name: str) -> int | None:
         row = self._conn().execute(
             "SELECT healthy_documents FROM sources WHERE name = ?", [name]).fetchone()

@@ -58,6 +58,10 @@ class SourceView(BaseModel):
     chunks: int = Field(description="Their chunks.")
     last_success_at: str | None = None
     last_run: dict | None = None
+    tags: list[str] = Field(default_factory=list,
+                            description="Tags of the documents you can read, most used first.")
+    services: list[str] = Field(default_factory=list, description="The `service` of the "
+                                "runbooks you can read, most used first.")
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,7 @@ class LibraryService:
         principals = who.principals() if who is not None else None
         rows = {row["name"]: row for row in self.catalog.list_sources(principals)}
         declared = {s.name: s for s in self.declared}
+        facets = self.catalog.list_facets(principals)
         out = []
         for name in sorted(set(declared) | set(rows)):
             row = rows.get(name, {})
@@ -119,5 +124,6 @@ class LibraryService:
                 declared=name in declared, documents=row.get("documents", 0),
                 chunks=row.get("chunks", 0), last_success_at=row.get("last_success_at"),
                 last_run=last[0] if last else None,
+                **facets.get(name, {}),
             ))
         return out

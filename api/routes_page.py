@@ -1,0 +1,64 @@
+"""The web page at ``/``: plain files from ``api/web`` (no build step, nothing from a CDN).
+
+The page is a client of the same API as everyone else: it calls ``/v1/...`` with the browser's
+credentials (a Cloudflare Access cookie, or a key the person pastes, kept for the tab only),
+so the front door decides who is asking exactly as for curl. The files themselves are public:
+they hold no knowledge, and a person who is not signed in must be able to load the sign-in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from importlib.resources import files
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from citewise.errors import NotFoundError
+
+router = APIRouter(include_in_schema=False)
+
+# Only our own files: no inline script or style, no third party; answers only from our API.
+PAGE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+         ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
+
+
+def _load() -> dict[str, tuple[bytes, str, str]]:
+    """Every file of the page with its media type and ETag, read once."""
+    out = {}
+    for item in files("citewise.api").joinpath("web").iterdir():
+        suffix = "." + item.name.rsplit(".", 1)[-1]
+        if item.is_file() and suffix in TYPES:
+            body = item.read_bytes()
+            out[item.name] = (body, TYPES[suffix], '"' + hashlib.sha256(body).hexdigest()[:16]
+                              + '"')
+    return out
+
+
+ASSETS = _load()
+
+
+def _serve(request: Request, name: str) -> Response:
+    found = ASSETS.get(name)
+    if found is None:
+        raise NotFoundError(f"no page file named {name!r}", hint="the page lives at /")
+    body, media_type, etag = found
+    # Revalidated on every load (a 304 is cheap): an upgraded server is never half old, half new.
+    headers = {"ETag": etag, "Cache-Control": "no-cache", "Content-Security-Policy": PAGE_CSP}
+    if request.headers.get("if-none-match") == etag:
+        return Response(status_code=304, headers=headers)
+    return Response(body, media_type=media_type, headers=headers)
+
+
+@router.api_route("/", methods=["GET", "HEAD"])
+def page(request: Request) -> Response:
+    return _serve(request, "index.html")
+
+
+@router.api_route("/ui/{name}", methods=["GET", "HEAD"])
+def asset(name: str, request: Request) -> Response:
+    return _serve(request, name)
