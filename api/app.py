@@ -28,6 +28,7 @@ from citewise.api import (
 from citewise.api.auth import is_admin
 from citewise.api.composition import Door, Services, build_door, build_services
 from citewise.api.frontdoor import FrontDoor
+from citewise.api.ingest_metrics import catalog_metrics
 from citewise.api.mcp import http_server
 from citewise.api.middleware import BodyLimit, send_problem
 from citewise.api.openapi import PROBLEM_RESPONSES
@@ -182,8 +183,10 @@ def create_app(
              response_class=Response,
              responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
                               "description": "Prometheus text exposition format"}})
-    def prometheus() -> Response:
-        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+    def prometheus(request: Request) -> Response:
+        # The ingest gauges are read from the catalog, so they cover every process's runs.
+        ingest = catalog_metrics(request.app.state.services.catalog)
+        return Response(generate_latest() + ingest, media_type=CONTENT_TYPE_LATEST)
 
     return app
 

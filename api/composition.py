@@ -31,6 +31,7 @@ from citewise.index.sparse import Bm25Encoder
 from citewise.index.vector_index import VectorIndex
 from citewise.ingest.jobs import JobQueue
 from citewise.ingest.pipeline import IngestPipeline
+from citewise.ingest.runlock import RunLock
 from citewise.retrieval.answering import AnswerService
 from citewise.retrieval.answering.cache import SemanticCache
 from citewise.retrieval.fusion import FusionConfig
@@ -263,7 +264,7 @@ def build_services(settings: Settings) -> Services:
         library=LibraryService(
             catalog, blobs, [DeclaredSource(s.name, s.type) for s in settings.sources]
         ),
-        jobs=JobQueue(pipeline),
+        jobs=JobQueue(pipeline, RunLock(settings.run_lock_path)),
         gateway=gateway,
         conversations=Conversations(catalog, idle=settings.conversation_idle_hours * 3600),
         guardrails=Guardrails(settings.guardrails),

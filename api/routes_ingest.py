@@ -5,12 +5,15 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
 
 from citewise.api.auth import caller
 from citewise.api.identity.caller import Caller
 from citewise.api.openapi import problem_response
 from citewise.api.schemas import IngestRequest
 from citewise.errors import NotFoundError
+from citewise.ingest.consistency import inspect
+from citewise.ingest.repair import repair
 from citewise.ingest.sources import resolve_sources
 
 # SQLite's integer range: a larger run id is a client error, not an overflow.
@@ -72,3 +75,35 @@ def get_run(run_id: Annotated[int, Path(ge=1, le=MAX_ID)], request: Request) -> 
     if run is None:
         raise NotFoundError(f"no ingest run {run_id}")
     return run
+
+
+class VerifyRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True,
+                              json_schema_extra={"examples": [{"repair": True}]})
+
+    repair: bool = Field(default=False, description="Also repair what is found, from the "
+                         "catalog and the stored blobs (the sources are not read).")
+
+
+@router.post("/verify", summary="Check the index and the blob store against the catalog",
+             responses={409: problem_response("An ingest run holds the run lock.")})
+def verify(body: VerifyRequest, request: Request,
+           who: Annotated[Caller, Depends(caller)]) -> dict:
+    """Every live chunk has exactly one point of the live version with the catalog's payload
+    and readers; no stray points, blobs or rows; no swap left open. `problems` lists what
+    disagrees; with `repair`, `repair` says what was done and `problems` what remains. Takes
+    the ingest run lock: while a run goes on, answers 409."""
+    services = request.app.state.services
+    what = "verify --repair" if body.repair else "verify"
+    with services.jobs.run_lock.held(f"{what} (server, {who.principal})"):
+        if not body.repair:
+            found = inspect(services.catalog, services.index, services.blobs)
+            return {"ok": not found, "problems": [f.text for f in found], "repair": None}
+        report = repair(services.pipeline)
+    request.app.state.door.audit.record(
+        "index.repair", actor=who.principal, key=who.key, target="index",
+        detail={k: v for k, v in report.to_dict().items() if k != "found"},
+        client=request.client.host if request.client else None,
+        request_id=request.state.request_id)
+    return {"ok": not report.remaining, "problems": [f.text for f in report.remaining],
+            "repair": report.to_dict()}

@@ -97,6 +97,12 @@ class ConflictError(CitewiseError):
     code = "conflict"
 
 
+class RunLockedError(ConflictError):
+    """Another ingest run (or a repair, or a backup) of this data folder is under way."""
+
+    code = "run_locked"
+
+
 class IndexLockedError(CitewiseError):
     """Another process holds the embedded index (only one process may open it)."""
 

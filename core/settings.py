@@ -49,6 +49,8 @@ class SourceConfig(BaseModel):
 
     name: str
     type: str
+    # When `citewise serve` ingests it: a cron expression, "off", or None for [schedule]'s.
+    schedule: str | None = None
     # Who may read the source's documents when a document does not say so itself (front matter,
     # an HTML meta, Confluence restrictions). None: the settings' ``default_readers``; a folder
     # or git source with neither is refused, since "public" must always be said explicitly.
@@ -168,6 +170,15 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default=Path("data"), description="Folder that holds all state.")
     log_level: str = Field(default="INFO", description="DEBUG, INFO, WARNING or ERROR.")
     log_format: Literal["text", "json"] = Field(default="text", description="text or json.")
+
+    # The schedule `citewise serve` runs ingests on ([schedule] in the config file)
+    schedule_ingest: str | None = Field(
+        default=None, description="Cron expression for every source's ingest (e.g. "
+        "'30 2 * * *'); a source's own `schedule` wins; unset = no schedule.")
+    schedule_timezone: str = Field(default="UTC", description="Time zone of the schedule.")
+    schedule_catch_up: bool = Field(
+        default=True, description="At start, run sources whose due time passed while the "
+        "server was down.")
 
     # Vector index
     qdrant_url: str | None = Field(
@@ -435,6 +446,11 @@ class Settings(BaseSettings):
         return self.data_dir / "blobs"
 
     @property
+    def run_lock_path(self) -> Path:
+        """The ingest run lock (``ingest/runlock.py``): one run at a time, any process."""
+        return self.data_dir / "ingest.lock"
+
+    @property
     def server_file(self) -> Path:
         """Written by `citewise serve` so that other processes can find it."""
         return self.data_dir / "server.json"
@@ -487,12 +503,13 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
     if path is not None:
         path = Path(path).resolve()
         raw = _read_config_file(path)
-        unknown = set(raw) - {"settings", "sources", "groups", "llm", "guardrails", "slack"}
+        unknown = set(raw) - {"settings", "sources", "groups", "llm", "guardrails", "slack",
+                              "schedule"}
         if unknown:
             raise ConfigError(
                 f"config file {path} has unknown top-level keys: {sorted(unknown)}",
-                hint="only [settings], [[sources]], [[groups]], [[llm.providers]], "
-                     "[[guardrails]] and [slack] are read",
+                hint="only [settings], [schedule], [[sources]], [[groups]], "
+                     "[[llm.providers]], [[guardrails]] and [slack] are read",
             )
         groups = list(raw.get("groups", []))
         llm = raw.get("llm", {})
@@ -506,6 +523,12 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
             raise ConfigError(f"config file {path}: [slack] holds [[slack.channels]] and "
                               "[slack.groups]", hint="see docs/slack.md")
         file_values = dict(raw.get("settings", {}))
+        schedule = raw.get("schedule", {})
+        if not isinstance(schedule, dict) or set(schedule) - {"ingest", "timezone",
+                                                              "catch_up"}:
+            raise ConfigError(f"config file {path}: [schedule] holds ingest, timezone and "
+                              "catch_up", hint='e.g. [schedule] ingest = "30 2 * * *"')
+        file_values.update({f"schedule_{k}": v for k, v in schedule.items()})
         if "data_dir" in file_values:
             file_values["data_dir"] = path.parent / file_values["data_dir"]
         for s in raw.get("sources", []):

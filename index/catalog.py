@@ -689,6 +689,15 @@ class Catalog:
     def all_blob_keys(self) -> set[str]:
         return {r[0] for r in self._conn().execute("SELECT DISTINCT blob_key FROM documents")}
 
+    def blob_owners(self) -> dict[str, str]:
+        """Each blob key in use, with one document that uses it."""
+        return {r[0]: r[1] for r in self._conn().execute(
+            "SELECT blob_key, MIN(id) FROM documents GROUP BY blob_key")}
+
+    def documents_with_blob(self, blob_key: str) -> list[DocumentRecord]:
+        return [DocumentRecord.from_row(row)
+                for row in self.db["documents"].rows_where("blob_key = ?", [blob_key])]
+
     def blob_in_use(self, blob_key: str) -> bool:
         return self.db["documents"].count_where("blob_key = ?", [blob_key]) > 0
 
@@ -698,6 +707,16 @@ class Catalog:
             for r in self.db["chunks"].rows_where(
                 "document_id = ?", [doc_id], order_by="ordinal"
             )
+        ]
+
+    def chunks(self, doc_id: str) -> list[Chunk]:
+        """The live version's chunks, as they were written."""
+        return [
+            Chunk(document_id=doc_id, ordinal=r["ordinal"], text=r["text"], heading=r["heading"],
+                  anchor=r.get("anchor"), start_line=r.get("start_line"),
+                  end_line=r.get("end_line"), token_count=r.get("token_count") or 0,
+                  symbol=r.get("symbol"))
+            for r in self.chunks_of(doc_id)
         ]
 
     def count_chunks(self) -> int:

@@ -49,6 +49,17 @@ class DocumentPayload:
     meta: dict = field(default_factory=dict)
 
 
+    @classmethod
+    def for_record(cls, record) -> DocumentPayload:
+        """What the points of a catalog ``DocumentRecord`` carry about their document."""
+        return cls(
+            document_id=record.id, version=record.version, source=record.source,
+            readers=list(record.readers), title=record.title, path=record.path,
+            path_prefixes=path_prefixes(record.path), url=record.url,
+            link_template=record.link_template, tags=list(record.tags),
+            service=record.service, meta=record.metadata)
+
+
 @dataclass
 class ChunkPayload(DocumentPayload):
     """One point's payload: its document's fields, then the chunk's own (``Chunk.location``)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,6 +38,7 @@ _SHARD_MARKER = "edge_config.json"
 _UPSERT_BATCH = 512
 _SCROLL_PAGE = 100
 _SCAN_PAGE = 1000
+FLUSH_INTERVAL = 5.0  # seconds between segment flushes while writing (see _written)
 # Brute force is a few ms up to ~100k points and never misses; HNSW on the edge needed a large
 # ``hnsw_ef`` before its recall was acceptable (see shared/notes/offline-stack.md).
 _EXACT = qe.SearchParams(exact=True)
@@ -55,6 +57,7 @@ class EdgeVectorIndex:
         self._path.mkdir(parents=True, exist_ok=True)
         self._lock_file = _acquire_folder_lock(self._path)
         self._shard: qe.EdgeShard | None = None
+        self._flushed = time.monotonic()
         try:
             self._shard = self._open_shard()
             self._ensure_payload_indexes()
@@ -165,6 +168,21 @@ class EdgeVectorIndex:
 
     # -- writes ------------------------------------------------------------------------------
 
+    def _written(self, shard: qe.EdgeShard) -> None:
+        """After an update: flush the segments if the last flush is FLUSH_INTERVAL old.
+
+        Every update is in the engine's write-ahead log as soon as ``update`` returns, and a
+        killed process replays it on the next open (tests/index/test_vector_index_contract.py,
+        ``test_edge_writes_survive_a_killed_process``), so a flush is not what makes a write
+        survive a crash; it writes the segments and lets the log be truncated. One flush per
+        update cost ~30 ms, about as much as embedding the document, so they are grouped;
+        ``close`` and ``optimize`` flush too.
+        """
+        now = time.monotonic()
+        if now - self._flushed >= FLUSH_INTERVAL:
+            shard.flush()
+            self._flushed = now
+
     def upsert(self, points: Sequence[ChunkPoint]) -> None:
         batches = [
             [_edge_point(p) for p in points[start : start + _UPSERT_BATCH]]
@@ -173,21 +191,21 @@ class EdgeVectorIndex:
         with self._engine("upsert points") as shard:
             for batch in batches:
                 shard.update(qe.UpdateOperation.upsert_points(batch))
-            shard.flush()
+            self._written(shard)
 
     def delete_document(self, document_id: str, *, keep_version: str | None = None) -> None:
         must_not = [_match_value("version", keep_version)] if keep_version is not None else None
         doc_filter = qe.Filter(must=[_match_value("document_id", document_id)], must_not=must_not)
         with self._engine("delete points") as shard:
             shard.update(qe.UpdateOperation.delete_points_by_filter(doc_filter))
-            shard.flush()
+            self._written(shard)
 
     def delete_version(self, document_id: str, version: str) -> None:
         flt = qe.Filter(must=[_match_value("document_id", document_id),
                               _match_value("version", version)])
         with self._engine("delete points") as shard:
             shard.update(qe.UpdateOperation.delete_points_by_filter(flt))
-            shard.flush()
+            self._written(shard)
 
     def delete_points(self, ids: Sequence[str]) -> None:
         if not ids:
@@ -196,13 +214,13 @@ class EdgeVectorIndex:
             for start in range(0, len(ids), _UPSERT_BATCH):
                 part = list(ids[start:start + _UPSERT_BATCH])
                 shard.update(qe.UpdateOperation.delete_points(part))
-            shard.flush()
+            self._written(shard)
 
     def set_payload(self, document_id: str, payload: dict) -> None:
         doc_filter = qe.Filter(must=[_match_value("document_id", document_id)])
         with self._engine("set payload") as shard:
             shard.update(qe.UpdateOperation.set_payload_by_filter(doc_filter, payload))
-            shard.flush()
+            self._written(shard)
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -265,15 +283,18 @@ class EdgeVectorIndex:
         return set(wanted) - found
 
     def scan(self) -> Iterator[tuple[str, str | None, str | None]]:
+        for point_id, payload in self.scan_payloads(("document_id", "version")):
+            yield point_id, payload.get("document_id"), payload.get("version")
+
+    def scan_payloads(self, keys: Sequence[str]) -> Iterator[tuple[str, dict]]:
         offset = None
         while True:
             with self._engine("scroll points") as shard:
                 records, offset = shard.scroll(qe.ScrollRequest(
-                    offset=offset, limit=_SCAN_PAGE, with_payload=["document_id", "version"],
+                    offset=offset, limit=_SCAN_PAGE, with_payload=list(keys),
                     with_vector=False))
             for r in records:
-                payload = r.payload or {}
-                yield str(r.id), payload.get("document_id"), payload.get("version")
+                yield str(r.id), dict(r.payload or {})
             if offset is None:
                 return
 

@@ -259,15 +259,18 @@ class ServerVectorIndex:
         return set(wanted) - found
 
     def scan(self) -> Iterator[tuple[str, str | None, str | None]]:
+        for point_id, payload in self.scan_payloads(("document_id", "version")):
+            yield point_id, payload.get("document_id"), payload.get("version")
+
+    def scan_payloads(self, keys: Sequence[str]) -> Iterator[tuple[str, dict]]:
         offset: models.ExtendedPointId | None = None
         while True:
             with self._request("scroll points"):
                 records, offset = self._client.scroll(
                     self._collection, limit=1000, offset=offset,
-                    with_payload=["document_id", "version"], with_vectors=False)
+                    with_payload=list(keys), with_vectors=False)
             for r in records:
-                payload = r.payload or {}
-                yield str(r.id), payload.get("document_id"), payload.get("version")
+                yield str(r.id), dict(r.payload or {})
             if offset is None:
                 return
 

@@ -128,6 +128,10 @@ class VectorIndex(Protocol):
         """Every point as ``(id, document_id, version)``: for checking the index against the
         catalog."""
 
+    def scan_payloads(self, keys: Sequence[str]) -> Iterator[tuple[str, dict]]:
+        """Every point as ``(id, {key: value})`` for the payload ``keys``: for checking that
+        each point says what the catalog says (readers, version, text)."""
+
     def delete_points(self, ids: Sequence[str]) -> None:
         """Delete points by id (absent ids are ignored)."""
 

@@ -18,7 +18,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from citewise.index.blobs import BlobStore
-from citewise.index.catalog import Catalog
+from citewise.index.catalog import Catalog, chunk_point_id
+from citewise.index.payload import ChunkPayload, DocumentPayload
 from citewise.index.vector_index import VectorIndex
 
 SAMPLE = 20
@@ -89,32 +90,87 @@ def reconcile(catalog: Catalog, index: VectorIndex) -> Reconciled:
     return Reconciled(orphans_deleted=len(orphans), incomplete=incomplete)
 
 
-def verify(catalog: Catalog, index: VectorIndex, blobs: BlobStore) -> list[str]:
-    """Everything that disagrees between the three stores, in words; empty when they agree.
+# What a point must say exactly as the catalog does: who may read it, which version of which
+# document it is, and the passage itself (what search shows and cites).
+CHECKED_KEYS = ("document_id", "version", "source", "readers", "title", "path", "url", "tags",
+                "service", "ordinal", "text", "heading", "start_line", "end_line")
 
-    Every live chunk has exactly one point (the point id names document, version and
-    position, so a point of the wrong version is a point of no live chunk); every point belongs
-    to a live chunk; every document's blob exists and every blob belongs to a document; no swap
-    is left open.
+
+@dataclass(frozen=True)
+class Finding:
+    """One disagreement between the stores. ``kind``: open_swap, orphan_point, missing_point,
+    stale_payload, missing_blob or orphan_blob."""
+
+    kind: str
+    text: str
+    document_id: str | None = None
+    key: str | None = None  # the point id or blob key concerned
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def inspect(catalog: Catalog, index: VectorIndex, blobs: BlobStore) -> list[Finding]:
+    """Everything that disagrees between the catalog, the vector index and the blob store.
+
+    Every live chunk has exactly one point, of the live version, whose payload says what the
+    catalog says (readers above all); every point belongs to a live chunk (a point id names
+    document, version and position, so a point of an old version belongs to none); every
+    document's blob exists and every blob belongs to a document; no swap is left open.
     """
-    problems = []
-    for pending in catalog.pending_writes():
-        problems.append(f"open {pending.kind} of document {pending.document_id} "
-                        f"({pending.phase})")
+    found = [Finding("open_swap", f"open {p.kind} of document {p.document_id} ({p.phase})",
+                     p.document_id) for p in catalog.pending_writes()]
     live = catalog.live_points()
     owner = {pid: doc for doc, (_, ids) in live.items() for pid in ids}
+    expected: dict[str, dict] = {}  # point id -> the payload it must have, filled per document
     seen: set[str] = set()
-    for point_id, document_id, version in index.scan():
-        if point_id in seen:
-            problems.append(f"point {point_id} appears twice")
+    for point_id, payload in index.scan_payloads(CHECKED_KEYS):
         seen.add(point_id)
-        if owner.get(point_id) is None:
-            problems.append(f"point {point_id} (document {document_id}, version {version}) "
-                            "belongs to no live chunk")
+        document_id = owner.get(point_id)
+        if document_id is None:
+            found.append(Finding(
+                "orphan_point", f"point {point_id} (document {payload.get('document_id')}, "
+                f"version {payload.get('version')}) belongs to no live chunk",
+                payload.get("document_id"), point_id))
+            continue
+        if point_id not in expected:
+            expected.update(_expected_payloads(catalog, document_id))
+        want = expected.get(point_id, {})
+        wrong = [k for k in CHECKED_KEYS if _norm(payload.get(k)) != _norm(want.get(k))]
+        if wrong:
+            found.append(Finding(
+                "stale_payload", f"point {point_id} of document {document_id} disagrees with "
+                f"the catalog on {', '.join(wrong)}", document_id, point_id))
     for point_id in sorted(set(owner) - seen):
-        problems.append(f"chunk {point_id} of document {owner[point_id]} has no point")
-    wanted = catalog.all_blob_keys()
+        found.append(Finding("missing_point", f"chunk {point_id} of document "
+                             f"{owner[point_id]} has no point", owner[point_id], point_id))
+    wanted = catalog.blob_owners()
     stored = set(blobs.keys())
-    problems.extend(f"blob {key} is missing" for key in sorted(wanted - stored))
-    problems.extend(f"blob {key} belongs to no document" for key in sorted(stored - wanted))
-    return problems
+    for key in sorted(set(wanted) - stored):
+        found.append(Finding("missing_blob", f"blob {key} of document {wanted[key]} is missing",
+                             wanted[key], key))
+    found.extend(Finding("orphan_blob", f"blob {key} belongs to no document", None, key)
+                 for key in sorted(stored - set(wanted)))
+    return found
+
+
+def verify(catalog: Catalog, index: VectorIndex, blobs: BlobStore) -> list[str]:
+    """``inspect`` in words; empty when the three stores agree."""
+    return [str(f) for f in inspect(catalog, index, blobs)]
+
+
+def _expected_payloads(catalog: Catalog, document_id: str) -> dict[str, dict]:
+    record = catalog.get_document(document_id)
+    if record is None:
+        return {}
+    document = DocumentPayload.for_record(record)
+    return {chunk_point_id(record.id, record.version, c.ordinal):
+            ChunkPayload.for_chunk(document, c).to_payload()
+            for c in catalog.chunks(record.id)}
+
+
+def _norm(value):
+    """Lists compare as sets (readers and tags have no order); None and "" alike."""
+    if isinstance(value, list | tuple):
+        return tuple(sorted(str(v) for v in value))
+    return value if value not in ("", None) else None

@@ -17,6 +17,7 @@ from citewise.errors import CitewiseError, ConflictError, NotFoundError
 from citewise.index.catalog import RunCounts
 from citewise.ingest.pipeline import IngestPipeline, RunReport
 from citewise.ingest.progress import TerminalProgress
+from citewise.ingest.runlock import RunLock
 from citewise.settings import SourceConfig
 
 log = logging.getLogger("citewise.ingest")
@@ -71,8 +72,10 @@ def run_source(
 
 
 class JobQueue:
-    def __init__(self, pipeline: IngestPipeline) -> None:
+    def __init__(self, pipeline: IngestPipeline, lock: RunLock | None = None) -> None:
         self.pipeline = pipeline
+        # The data folder's run lock: also held by cron runs in other processes.
+        self.run_lock = lock or RunLock(pipeline.work_dir / "ingest.lock")
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
         self._busy = threading.Lock()
@@ -85,6 +88,11 @@ class JobQueue:
                 + (f" (job {running.id}, source {running.current})" if running else ""),
                 hint="wait for it to finish (GET /v1/ingest/jobs/<id>) and try again",
             )
+        try:
+            self.run_lock.acquire(f"ingest job ({trigger}) of {', '.join(s.name for s in sources)}")
+        except CitewiseError:
+            self._busy.release()
+            raise
         job = Job(id=uuid.uuid4().hex[:12], sources=[s.name for s in sources])
         with self._lock:
             self._jobs[job.id] = job
@@ -117,6 +125,7 @@ class JobQueue:
             job.status, job.message = "failed", f"{type(e).__name__}: {e}"
         finally:
             job.current = None
+            self.run_lock.release()
             self._busy.release()
 
     def get(self, job_id: str) -> Job:

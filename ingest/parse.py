@@ -39,9 +39,25 @@ def _setup() -> None:
         if _ready:
             return
         import unstructured.nlp.tokenize as tokenize
+        import unstructured.partition.html.parser as html_parser
 
         tokenize._SPACY_MODEL_NAME = SPACY_MODEL
+        # unstructured classifies each untagged run of HTML text (Markdown goes through HTML)
+        # as NarrativeText, Text, Address or EmailAddress by running spaCy over it to count
+        # sentences: over half of the time a runbook took to parse. The chunker reads only
+        # headings, list items and tables, so the classes it tells apart are kept (a list item
+        # by its bullet, as unstructured does) and the sentence count is not made.
+        html_parser.derive_element_type_from_text = _element_type
         _ready = True
+
+
+def _element_type(text: str):
+    from unstructured.documents.elements import ListItem, Text
+    from unstructured.partition.text_type import is_bulleted_text
+
+    if is_bulleted_text(text):
+        return ListItem
+    return Text if len(text) >= 2 else None
 
 
 def document_text(doc: SourceDocument) -> str:
@@ -106,11 +122,13 @@ def parse(doc: SourceDocument) -> list[Element]:
         if doc.media_type == "text/markdown":
             from unstructured.partition.md import partition_md
 
-            raw = partition_md(text=normalise_markdown(text))
+            # The language is set, not detected: detection (langdetect) cost a fifth of the
+            # parse, and element languages are not used (search has its own analyser).
+            raw = partition_md(text=normalise_markdown(text), languages=["eng"])
         elif doc.media_type == "text/html":
             from unstructured.partition.html import partition_html
 
-            raw = partition_html(text=text)
+            raw = partition_html(text=text, languages=["eng"])
         elif doc.media_type == "text/plain":
             from unstructured.partition.text import partition_text
 

@@ -56,7 +56,7 @@ from citewise.index.catalog import (
 from citewise.index.dense import DenseEncoder, embedding_text
 from citewise.index.injection import is_injection
 from citewise.index.outline import Outline
-from citewise.index.payload import ChunkPayload, DocumentPayload, path_prefixes
+from citewise.index.payload import ChunkPayload, DocumentPayload
 from citewise.index.sparse import Bm25Encoder
 from citewise.index.vector_index import ChunkPoint, VectorIndex
 from citewise.ingest.anchors import anchor_style
@@ -440,21 +440,6 @@ class IngestPipeline:
         version = hashlib.sha256(f"{doc.content_hash}|{signature}".encode()).hexdigest()[:16]
         service = doc.metadata.get("service")
         service = str(service) if service else None
-        ids = [chunk_point_id(p.doc_id, version, c.ordinal) for c in p.chunks]
-        document = DocumentPayload(
-            document_id=p.doc_id, version=version, source=source, readers=doc.readers,
-            title=doc.title, path=doc.path, path_prefixes=path_prefixes(doc.path), url=doc.url,
-            link_template=doc.link_template, tags=doc.tags, service=service, meta=doc.metadata,
-        )
-        points = [
-            ChunkPoint(
-                id=pid,
-                dense=vec.tolist(),
-                sparse=self.sparse.embed_document(text),
-                payload=ChunkPayload.for_chunk(document, c),
-            )
-            for pid, c, text, vec in zip(ids, p.chunks, texts, vectors, strict=True)
-        ]
         record = DocumentRecord(
             id=p.doc_id,
             source=source,
@@ -477,5 +462,26 @@ class IngestPipeline:
             updated_at=doc.updated_at.astimezone(UTC).isoformat() if doc.updated_at else None,
             link_template=doc.link_template,
         )
+        points = self._points(record, p.chunks, texts, vectors)
         self.swap.write(record, p.chunks, points, doc.content, p.previous, p.outline)
+
+    def _points(self, record: DocumentRecord, chunks: list[Chunk], texts: list[str],
+                vectors) -> list[ChunkPoint]:
+        """The index points of a document version: the one definition of what a point holds,
+        for a new version and for one rebuilt from the catalog."""
+        document = DocumentPayload.for_record(record)
+        return [
+            ChunkPoint(id=chunk_point_id(record.id, record.version, c.ordinal),
+                       dense=vec.tolist(), sparse=self.sparse.embed_document(text),
+                       payload=ChunkPayload.for_chunk(document, c))
+            for c, text, vec in zip(chunks, texts, vectors, strict=True)
+        ]
+
+    def points_from_catalog(self, record: DocumentRecord) -> list[ChunkPoint]:
+        """The live version's points rebuilt from the catalog alone (no source, no parsing):
+        the chunks as stored, embedded again, which the embedding cache answers."""
+        chunks = self.catalog.chunks(record.id)
+        texts = [embedding_text(record.title, c.heading, c.text) for c in chunks]
+        vectors = self.dense.embed_documents(texts) if texts else []
+        return self._points(record, chunks, texts, vectors)
 

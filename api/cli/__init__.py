@@ -1,5 +1,5 @@
 """The ``citewise`` command: ingest, search, ask, serve, sources, eval, keys, usage, audit,
-feedback and the Slack bot.
+feedback, verify, backup, restore, the MCP server and the Slack bot.
 
 Every command reads settings from ``CITEWISE_*`` environment variables and the config file
 (``./citewise.toml`` or ``--config``). When ``citewise serve`` holds the embedded index, the
@@ -14,6 +14,7 @@ from citewise.api.cli import (  # noqa: F401  (registers)
     admin,
     evaluate,
     ingest,
+    maintenance,
     mcp,
     query,
     serve,

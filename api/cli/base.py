@@ -16,11 +16,25 @@ from typing import NoReturn
 import click
 
 from citewise import __version__
-from citewise.errors import CitewiseError, IndexLockedError
+from citewise.errors import CitewiseError, IndexLockedError, RunLockedError
 from citewise.logs import configure_logging
 from citewise.settings import Settings, load_settings
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL, EXIT_LOCKED = 0, 1, 2, 3, 4
+
+
+def is_locked(e: CitewiseError) -> bool:
+    """Another run holds the ingest run lock (here, or in the server it was handed to)."""
+    return isinstance(e, RunLockedError) or getattr(e, "status_code", None) == 409
+
+
+def exit_locked(e: CitewiseError) -> NoReturn:
+    """A cron's run that found another going: it did nothing, which is not a failure of the
+    source, so it says so with its own exit status."""
+    click.secho(f"skipped: {e.message}", fg="yellow", err=True)
+    if e.hint:
+        click.echo(f"  hint: {e.hint}", err=True)
+    sys.exit(EXIT_LOCKED)
 
 
 class Context:

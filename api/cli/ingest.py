@@ -14,6 +14,8 @@ from citewise.api.cli.base import (
     EXIT_PARTIAL,
     Context,
     cli,
+    exit_locked,
+    is_locked,
 )
 from citewise.errors import CitewiseError
 
@@ -37,8 +39,13 @@ from citewise.errors import CitewiseError
         run; it is listed in the summary.
 
         \b
+        One run at a time per data folder: a run that finds another going (the server's
+        schedule, a job, another cron) does nothing and exits with 4.
+
+        \b
         Exit status: 0 all documents indexed, 3 some documents failed (see summary),
-        1 the run failed (source unreadable, bad settings), 2 usage error.
+        1 the run failed (source unreadable, bad settings), 2 usage error,
+        4 another run holds the lock (nothing was done).
         """
     )
 )
@@ -73,15 +80,21 @@ def ingest(obj: Context, path, name, source, all_sources, readers, force, as_jso
         click.echo(f"readers of {path} (unless a file names its own): {', '.join(chosen)}",
                    err=True)
     with obj.services() as (services, remote):
-        if remote is not None:
-            reports = _ingest_remote(remote, path, name, source, all_sources, readers, force,
-                                     as_json)
-        else:
-            sources = resolve_sources(
-                obj.settings, services.catalog, path=path, name=name, source=source,
-                all_sources=all_sources, readers=readers,
-            )
-            reports = _ingest_local(services, sources, force)
+        try:
+            if remote is not None:
+                reports = _ingest_remote(remote, path, name, source, all_sources, readers,
+                                         force, as_json)
+            else:
+                sources = resolve_sources(
+                    obj.settings, services.catalog, path=path, name=name, source=source,
+                    all_sources=all_sources, readers=readers,
+                )
+                with services.jobs.run_lock.held(f"citewise ingest ({_what(sources)})"):
+                    reports = _ingest_local(services, sources, force)
+        except CitewiseError as e:
+            if is_locked(e):
+                exit_locked(e)
+            raise
     if as_json:
         click.echo(json.dumps(reports, indent=2))
     else:
@@ -102,6 +115,11 @@ def ingest(obj: Context, path, name, source, all_sources, readers, force, as_jso
         sys.exit(EXIT_FAILED)
     if "partial" in statuses:
         sys.exit(EXIT_PARTIAL)
+
+
+def _what(sources) -> str:
+    names = [s.name for s in sources]
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
 def _ingest_local(services, sources, force) -> list[dict]:

@@ -26,8 +26,11 @@ from citewise.errors import CitewiseError
           citewise serve                         127.0.0.1:8000, local mode
           citewise serve --host 0.0.0.0 --port 8080   (create a key or set up SSO first)
 
-        Open http://127.0.0.1:8000/docs for the API. While the server runs, `citewise ingest`
-        and the nightly cron hand their runs to it (the embedded index admits one process).
+        Open http://127.0.0.1:8000/ for the page, /docs for the API. While the server runs,
+        `citewise ingest` and the nightly cron hand their runs to it (the embedded index admits
+        one process). With a [schedule] in the config (ingest = "30 2 * * *"), the server
+        runs the ingests itself; an external cron and the schedule never overlap (one run
+        lock per data folder).
 
         On 127.0.0.1 without authentication (local mode) the X-Citewise-User/Groups headers
         are taken as given. Bound to any other address the server refuses to start unless it
@@ -78,6 +81,7 @@ def serve(obj: Context, host: str | None, port: int | None,
     operator_token = secrets.token_urlsafe(32)
     try:
         app = create_app(settings, services, operator_token=operator_token, bind_host=host)
+        scheduler = _scheduler(settings, services)
     except CitewiseError as e:
         services.close()
         fail(e)
@@ -88,11 +92,26 @@ def serve(obj: Context, host: str | None, port: int | None,
     # the signal; with this handler the re-sent signal exits through `finally` below, so
     # server.json is removed and the index is flushed under systemd, docker and Kubernetes too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    scheduler.start()
     try:
         uvicorn.run(app, host=host, port=port, log_level=settings.log_level.lower(),
                     log_config=None, **uvicorn_options(settings))
     finally:
+        scheduler.stop()
         remove_server_file(settings)
         services.close()
+
+
+def _scheduler(settings, services):
+    """The [schedule] of the config: due sources go to the job queue (and its run lock)."""
+    from citewise.ingest.schedule import Scheduler, last_run_started, plan, zone_of
+
+    by_name = {s.name: s for s in settings.sources}
+    return Scheduler(
+        plan(settings.schedule_ingest, settings.sources), zone_of(settings.schedule_timezone),
+        submit=lambda names, trigger: services.jobs.submit([by_name[n] for n in names],
+                                                           trigger=trigger),
+        last_run=lambda name: last_run_started(services.catalog, name),
+        catch_up=settings.schedule_catch_up)
 
 

@@ -50,6 +50,10 @@ SKIPPED = {
     "citewise eval ../shared": "a benchmark of several minutes (make eval runs it)",
     "citewise eval --qa": "needs the index in-process while this test's server holds it "
                           "(tests/eval/test_golden_set.py runs the golden set)",
+    "citewise backup /srv/": "writes outside the test's folder (tests/ingest/test_backup.py "
+                             "backs up and restores)",
+    "citewise --data-dir restored restore": "needs the backup the example before it wrote "
+                                            "(tests/ingest/test_backup.py restores one)",
     "citewise --config bench/corpora.toml": "ingests the five shared corpora, about 7 minutes "
                                             "(make eval runs it)",
 }

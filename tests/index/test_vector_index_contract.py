@@ -239,6 +239,20 @@ def test_point_ids_scrolls_past_one_page(vector_index):
     }
 
 
+def test_scan_payloads_gives_every_point_with_the_keys_asked_for(loaded):
+    index, points = loaded
+    index.set_payload("runbook-db", {"readers": ["group:sre"]})
+    scanned = dict(index.scan_payloads(("document_id", "readers", "version")))
+    assert set(scanned) == {p.id for p in points}
+    for p in points:
+        assert set(scanned[p.id]) == {"document_id", "readers", "version"}
+        assert scanned[p.id]["document_id"] == p.payload.document_id
+        want = ["group:sre"] if p.payload.document_id == "runbook-db" else p.payload.readers
+        assert scanned[p.id]["readers"] == want
+    assert {(i, d, v) for i, d, v in index.scan()} == {
+        (p.id, p.payload.document_id, p.payload.version) for p in points}
+
+
 # -- search ------------------------------------------------------------------------------------
 
 
@@ -382,15 +396,21 @@ index = EdgeVectorIndex(Path(sys.argv[1]), 8)
 payload = ChunkPayload(document_id="d", version="v", source="s", readers=["public"])
 point = ChunkPoint(id=sys.argv[2], dense=[1.0] * 8, sparse=SparseVector([1], [1.0]),
                    payload=payload)
-index.upsert([point])
-os.kill(os.getpid(), signal.SIGKILL)  # no close(), no interpreter shutdown
+gone = ChunkPoint(id=sys.argv[3], dense=[0.5] * 8, sparse=SparseVector([2], [1.0]),
+                  payload=payload)
+index.upsert([point, gone])
+index.delete_points([gone.id])
+index.set_payload("d", {"readers": ["group:sre"]})
+os.kill(os.getpid(), signal.SIGKILL)  # no close(), no interpreter shutdown, no flush
 """
 
 
-def test_edge_upserts_survive_a_killed_process(tmp_path):
-    point_id = str(uuid.uuid4())
+def test_edge_writes_survive_a_killed_process(tmp_path):
+    """Writes are in the engine's write-ahead log when they return: a process killed before
+    any segment flush loses none of them (the index groups its flushes on this)."""
+    point_id, gone_id = str(uuid.uuid4()), str(uuid.uuid4())
     writer = subprocess.run(
-        [sys.executable, "-c", CRASHING_WRITER, str(tmp_path), point_id],
+        [sys.executable, "-c", CRASHING_WRITER, str(tmp_path), point_id, gone_id],
         capture_output=True,
         timeout=120,
         env={**os.environ, "PYTHONPATH": ""},
@@ -400,6 +420,8 @@ def test_edge_upserts_survive_a_killed_process(tmp_path):
     index = EdgeVectorIndex(tmp_path, DIM)  # the dead process's flock went with it
     try:
         assert index.point_ids(IndexFilter()) == [point_id]
+        assert index.point_ids(IndexFilter(readers=["group:sre"])) == [point_id]
+        assert index.point_ids(IndexFilter(readers=["public"])) == []
     finally:
         index.close()
 

@@ -1,0 +1,191 @@
+"""`citewise verify`, `backup` and `restore`: knowing the index is right, and keeping a copy."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import click
+
+from citewise.api.cli.base import (
+    EXIT_PARTIAL,
+    Context,
+    cli,
+    exit_locked,
+    fail,
+    is_locked,
+)
+from citewise.errors import CitewiseError
+
+
+@cli.command(
+    epilog=textwrap.dedent(
+        """
+        \b
+        Examples:
+          citewise verify                    what disagrees, if anything
+          citewise verify --repair           and fix it from the catalog
+          citewise verify --repair --json
+
+        Compares the catalog, the vector index and the blob store: every live chunk has exactly
+        one point of the live version whose payload (readers above all) says what the catalog
+        says; no stray points or blobs; no swap left open by a crash. --repair fixes what it
+        finds from the catalog and the stored blobs, without reading any source (points are
+        rebuilt through the embedding cache); it is safe to interrupt and run again. A missing
+        blob cannot come from the catalog: its document is read again by its source's next run.
+
+        Takes the ingest run lock (no run may write meanwhile). While `citewise serve` holds
+        the index, the server does the work.
+
+        \b
+        Exit status: 0 consistent (or repaired), 3 problems found (or left after --repair),
+        1 error, 4 an ingest run holds the lock.
+        """
+    )
+)
+@click.option("--repair", is_flag=True, help="Fix what is found (from the catalog and blobs).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_obj
+def verify(obj: Context, repair: bool, as_json: bool) -> None:
+    """Check (and repair) the index and the blob store against the catalog."""
+    with obj.services() as (services, remote):
+        try:
+            if remote is not None:
+                click.echo(f"the server at {remote.url} holds the index; asking it", err=True)
+                result = remote.request("POST", "/v1/ingest/verify", json={"repair": repair},
+                                        timeout=None)
+            else:
+                result = _verify_local(services, repair)
+        except CitewiseError as e:
+            if is_locked(e):
+                exit_locked(e)
+            raise
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        _print(result)
+    if not result["ok"]:
+        sys.exit(EXIT_PARTIAL)
+
+
+def _verify_local(services, repair: bool) -> dict:
+    from citewise.ingest.consistency import inspect
+    from citewise.ingest.repair import repair as run_repair
+
+    what = "citewise verify --repair" if repair else "citewise verify"
+    with services.jobs.run_lock.held(what):
+        if not repair:
+            found = inspect(services.catalog, services.index, services.blobs)
+            return {"ok": not found, "problems": [f.text for f in found], "repair": None}
+        with click.progressbar(length=1, label="rebuilding points", file=sys.stderr) as bar:
+            def on_document(n: int, total: int) -> None:
+                bar.length = total
+                bar.update(1)
+            report = run_repair(services.pipeline, on_document=on_document)
+    return {"ok": not report.remaining, "problems": [f.text for f in report.remaining],
+            "repair": report.to_dict()}
+
+
+def _print(result: dict) -> None:
+    done = result.get("repair")
+    if done is not None:
+        for line in done["found"]:
+            click.echo(f"found: {line}")
+        click.echo(
+            f"repaired: {done['swaps_finished']} open swaps finished, {done['points_deleted']} "
+            f"stray points deleted, {done['documents_rebuilt']} documents' points rebuilt "
+            f"({done['points_written']} points), {done['blobs_deleted']} stray blobs deleted")
+        for doc in done["marked_for_reread"]:
+            click.echo(f"blob lost: {doc} will be read again by its source's next run")
+    for line in result["problems"]:
+        click.secho(f"problem: {line}", fg="red")
+    if result["ok"]:
+        click.secho("consistent: the catalog, the index and the blob store agree", fg="green")
+    else:
+        click.secho(f"{len(result['problems'])} problems"
+                    + ("" if done else ": `citewise verify --repair` fixes them"), fg="yellow")
+
+
+@cli.command(
+    epilog=textwrap.dedent(
+        """
+        \b
+        Examples:
+          citewise backup backups/2026-12-03
+          citewise backup /srv/backups/citewise-$(date +%F)     (from a cron)
+
+        A consistent copy while the server runs: the catalog (SQLite's online backup), every
+        document's stored bytes (local blobs or S3), the embedding cache and the config file.
+        Ingest runs wait (the run lock is held); search keeps serving. The vector index is not
+        copied: `citewise restore` rebuilds it from the catalog, exactly.
+
+        Exit status: 0 done, 1 error, 4 an ingest run holds the lock (try after it).
+        """
+    )
+)
+@click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
+@click.pass_obj
+def backup(obj: Context, dest: Path) -> None:
+    """Copy the catalog, blobs, embedding cache and config to DEST."""
+    from citewise.api.composition import build_blobs
+    from citewise.ingest.backup import backup as run_backup
+    from citewise.ingest.runlock import RunLock
+
+    try:
+        with RunLock(obj.settings.run_lock_path).held(f"citewise backup {dest}"):
+            manifest = run_backup(obj.settings, build_blobs(obj.settings), dest)
+    except CitewiseError as e:
+        if is_locked(e):
+            exit_locked(e)
+        fail(e)
+    click.echo(f"backed up {manifest['documents']} documents, {manifest['chunks']} chunks and "
+               f"{manifest['blobs']} blobs ({manifest['blob_bytes'] / 1e6:.1f} MB) to {dest}")
+    for key in manifest["missing_blobs"]:
+        click.secho(f"warning: blob {key} was already missing (citewise verify says which "
+                    "document; its source's next run restores it)", fg="yellow")
+
+
+@cli.command(
+    epilog=textwrap.dedent(
+        """
+        \b
+        Examples:
+          citewise --data-dir restored restore backups/2026-12-03
+
+        Into an empty data folder: the catalog, blobs (into the configured blob store) and
+        embedding cache are put back, the index is rebuilt from the catalog's chunks (the
+        embedding cache answers instead of the model), and `verify` runs. Then point the
+        server at that folder.
+        """
+    )
+)
+@click.argument("source", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.pass_obj
+def restore(obj: Context, source: Path) -> None:
+    """Make an empty data folder from a backup, rebuilding the index."""
+    from citewise.api.composition import build_blobs, build_services
+    from citewise.ingest.backup import restore as run_restore
+    from citewise.ingest.repair import repair
+
+    try:
+        manifest = run_restore(source, obj.settings, build_blobs(obj.settings))
+        click.echo(f"restored the catalog and {manifest['blobs']} blobs of {source} "
+                   f"(backed up {manifest['created_at']}); rebuilding the index", err=True)
+        services = build_services(obj.settings)
+        try:
+            with click.progressbar(length=max(1, manifest["documents"]), label="rebuilding",
+                                   file=sys.stderr) as bar:
+                report = repair(services.pipeline, on_document=lambda n, total: bar.update(1))
+        finally:
+            services.close()
+    except CitewiseError as e:
+        fail(e)
+    click.echo(f"rebuilt {report.points_written} points of {report.documents_rebuilt} documents "
+               f"in {obj.settings.data_dir}")
+    for line in report.remaining:
+        click.secho(f"problem: {line}", fg="red")
+    if report.remaining:
+        sys.exit(EXIT_PARTIAL)
+    click.secho("consistent: the catalog, the index and the blob store agree", fg="green")

@@ -1,0 +1,139 @@
+"""A consistent copy of a data folder while the server runs, and a data folder made from one.
+
+What is copied is what cannot be derived: the catalog (SQLite's online backup API, a
+consistent snapshot while readers and writers go on), the raw bytes of every document (the
+blob store, local or S3), the embedding cache (so that nothing has to be embedded again) and
+the config file (it holds no secrets: only the names of the variables that do). The ingest run
+lock is held throughout, so no run changes the catalog or the blobs under the copy; search
+keeps serving.
+
+The vector index is not copied. It is derived data: ``citewise restore`` rebuilds it from the
+restored catalog's chunks and the embedding cache (``repair``), which guarantees an index that
+agrees with the catalog exactly, on any backend (embedded or a Qdrant server), whatever the
+index looked like at the time of the copy.
+
+A backup is written to ``<dir>.partial`` and renamed when complete, so a backup that was
+interrupted never looks like one that finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+from citewise import __version__
+from citewise.errors import CitewiseError, ConfigError
+from citewise.index.blobs import BlobStore
+from citewise.settings import Settings
+
+MANIFEST = "manifest.json"
+FORMAT = 1
+
+
+def backup(settings: Settings, blobs: BlobStore, dest: Path) -> dict:
+    """Copy the data folder's state to ``dest`` (which must not exist); the manifest."""
+    if dest.exists() and any(dest.iterdir()):
+        raise ConfigError(f"{dest} exists and is not empty",
+                          hint="give a new folder for each backup, e.g. backups/$(date +%F)")
+    if not settings.catalog_path.exists():
+        raise ConfigError(f"there is no catalog in {settings.data_dir} to back up",
+                          hint="check CITEWISE_DATA_DIR (or --data-dir)")
+    partial = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    _sqlite_copy(settings.catalog_path, partial / "catalog.db")
+    if settings.embedding_cache_path.exists():
+        _sqlite_copy(settings.embedding_cache_path, partial / "embeddings.db")
+    # The blobs the copied catalog refers to: the same moment as the catalog.
+    with sqlite3.connect(partial / "catalog.db") as conn:
+        keys = sorted({r[0] for r in conn.execute("SELECT DISTINCT blob_key FROM documents")})
+        documents = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+        chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        schema = conn.execute("PRAGMA user_version").fetchone()[0]
+    missing, size = [], 0
+    for key in keys:
+        try:
+            data = blobs.get(key)
+        except KeyError:
+            missing.append(key)
+            continue
+        target = partial / "blobs" / key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        size += len(data)
+    if settings.config_file and Path(settings.config_file).exists():
+        (partial / "config").mkdir()
+        shutil.copy2(settings.config_file, partial / "config" / Path(settings.config_file).name)
+    manifest = {
+        "format": FORMAT, "citewise": __version__, "schema": schema,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "data_dir": str(settings.data_dir), "blob_store": settings.blob_store,
+        "documents": documents, "chunks": chunks, "blobs": len(keys) - len(missing),
+        "blob_bytes": size, "missing_blobs": missing,
+        "files": {name: _sha256(partial / name) for name in ("catalog.db", "embeddings.db")
+                  if (partial / name).exists()},
+    }
+    (partial / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    if dest.exists():
+        dest.rmdir()
+    partial.rename(dest)
+    return manifest
+
+
+def restore(source: Path, settings: Settings, blobs: BlobStore) -> dict:
+    """Put a backup's catalog, embedding cache and blobs into an empty data folder; the
+    manifest. The index is rebuilt afterwards (``repair``), by the caller."""
+    manifest_path = source / MANIFEST
+    if not manifest_path.exists():
+        raise ConfigError(f"{source} is not a citewise backup (no {MANIFEST})",
+                          hint="give the folder `citewise backup` wrote; one ending in "
+                               ".partial was interrupted and is not a backup")
+    manifest = json.loads(manifest_path.read_text())
+    if manifest.get("format") != FORMAT:
+        raise ConfigError(f"{source} is a backup of format {manifest.get('format')}; this "
+                          f"citewise reads format {FORMAT}")
+    for name, digest in manifest.get("files", {}).items():
+        if _sha256(source / name) != digest:
+            raise CitewiseError(f"{source / name} is damaged (its checksum differs from the "
+                                "manifest's)", hint="restore from another backup")
+    if settings.catalog_path.exists() or (settings.qdrant_path.exists()
+                                          and any(settings.qdrant_path.iterdir())):
+        raise ConfigError(f"{settings.data_dir} already holds a catalog or an index",
+                          hint="restore into a new, empty data folder (--data-dir), then "
+                               "point the server at it")
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    for name, target in (("embeddings.db", settings.embedding_cache_path),
+                         ("catalog.db", settings.catalog_path)):
+        if (source / name).exists():  # the catalog last: its presence means "restored"
+            tmp = target.with_suffix(".restoring")
+            shutil.copyfile(source / name, tmp)
+            tmp.replace(target)
+    root = source / "blobs"
+    for path in sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []:
+        key = path.relative_to(root).as_posix()
+        if blobs.put(path.read_bytes()) != key:
+            raise CitewiseError(f"blob {key} in the backup is damaged (its content does not "
+                                "match its name)", hint="restore from another backup")
+    return manifest
+
+
+def _sqlite_copy(path: Path, target: Path) -> None:
+    source = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        with sqlite3.connect(target) as copy:
+            source.backup(copy)
+        copy.close()
+    finally:
+        source.close()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

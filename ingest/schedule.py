@@ -1,0 +1,243 @@
+"""The nightly run without a crontab: cron expressions in the config, run by `citewise serve`.
+
+```toml
+[schedule]
+ingest = "30 2 * * *"        # every source, 02:30
+timezone = "Europe/Berlin"   # default UTC
+
+[[sources]]
+name = "wiki"
+schedule = "0 * * * *"       # this one hourly
+```
+
+Expressions are the five fields of cron (minute, hour, day of month, month, day of week) with
+``*``, lists, ranges, steps and names (``mon``, ``jan``), or ``@hourly``, ``@daily``
+(``@midnight``), ``@weekly``, ``@monthly``; as in cron, when both day fields are restricted a
+day matching either is due. ``schedule = "off"`` leaves a source to manual or external runs.
+
+The scheduler submits due sources to the server's job queue, which takes the data folder's run
+lock: a run that an external cron (or a manual ``citewise ingest``) is making meanwhile makes
+the scheduled one skip, logged, until its next time. When the server starts, a source whose
+last run is older than its previous due time (the server was down at 02:30) runs at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from citewise.errors import CitewiseError, ConfigError
+
+log = logging.getLogger("citewise.ingest")
+
+OFF = ("off", "none", "")
+MACROS = {"@hourly": "0 * * * *", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
+          "@weekly": "0 0 * * 0", "@monthly": "0 0 1 * *", "@yearly": "0 0 1 1 *",
+          "@annually": "0 0 1 1 *"}
+_NAMES = {
+    3: {n: i for i, n in enumerate(
+        ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], 1)},
+    4: {n: i for i, n in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])},
+}
+_FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day of month", 1, 31), ("month", 1, 12),
+           ("day of week", 0, 7))
+_ITEM = re.compile(r"^(\*|[a-z0-9]+(?:-[a-z0-9]+)?)(?:/(\d+))?$")
+HORIZON_DAYS = 366 * 5  # "30 2 31 2 *" (February 31st) never comes: say so instead of looping
+
+
+@dataclass(frozen=True)
+class Cron:
+    expression: str
+    minutes: frozenset[int]
+    hours: frozenset[int]
+    days: frozenset[int]
+    months: frozenset[int]
+    weekdays: frozenset[int]  # 0 = Sunday
+    any_day: bool  # day of month is *
+    any_weekday: bool  # day of week is *
+
+    @classmethod
+    def parse(cls, expression: str) -> Cron:
+        text = MACROS.get(expression.strip().lower(), expression.strip().lower())
+        parts = text.split()
+        if len(parts) != 5:
+            raise ConfigError(
+                f"schedule {expression!r} is not a cron expression: it has {len(parts)} "
+                "fields, cron has 5 (minute hour day-of-month month day-of-week)",
+                hint='e.g. "30 2 * * *" for 02:30 every day, "0 * * * *" hourly, or @daily')
+        values = [_field(expression, i, p) for i, p in enumerate(parts)]
+        weekdays = frozenset(d % 7 for d in values[4])  # 7 is Sunday too
+        return cls(expression, values[0], values[1], values[2], values[3], weekdays,
+                   parts[2] == "*", parts[4] == "*")
+
+    def _day_matches(self, day: datetime) -> bool:
+        in_month = day.day in self.days
+        in_week = (day.isoweekday() % 7) in self.weekdays
+        if self.any_day or self.any_weekday:
+            return in_month and in_week
+        return in_month or in_week  # cron: either restricted day field
+
+    def next_after(self, moment: datetime, zone: ZoneInfo) -> datetime:
+        """The first due time strictly after ``moment`` (aware), in UTC."""
+        local = moment.astimezone(zone).replace(second=0, microsecond=0, tzinfo=None)
+        local += timedelta(minutes=1)
+        end = local + timedelta(days=HORIZON_DAYS)
+        while local < end:
+            if local.month not in self.months:
+                local = (local.replace(day=1, hour=0, minute=0) + timedelta(days=32)).replace(
+                    day=1)
+                continue
+            if not self._day_matches(local):
+                local = local.replace(hour=0, minute=0) + timedelta(days=1)
+                continue
+            if local.hour not in self.hours:
+                local = local.replace(minute=0) + timedelta(hours=1)
+                continue
+            if local.minute not in self.minutes:
+                local += timedelta(minutes=1)
+                continue
+            due = local.replace(tzinfo=zone)
+            # A local time skipped by a DST change does not exist; zoneinfo maps it forward.
+            return due.astimezone(UTC)
+        raise ConfigError(f"schedule {self.expression!r} never comes due",
+                          hint="check the day of month against the month (e.g. 31 in February)")
+
+
+def _field(expression: str, index: int, text: str) -> frozenset[int]:
+    name, low, high = _FIELDS[index]
+    out: set[int] = set()
+    for item in text.split(","):
+        m = _ITEM.match(item)
+        if not m:
+            raise ConfigError(f"schedule {expression!r}: {item!r} is not a valid {name}",
+                              hint="use *, a number, a range a-b, a list a,b or a step */n")
+        span, step = m.group(1), int(m.group(2) or 1)
+        if span == "*":
+            first, last = low, high if index != 4 else 6
+        elif "-" in span:
+            a, b = span.split("-")
+            first, last = _value(expression, index, a), _value(expression, index, b)
+        else:
+            first = _value(expression, index, span)
+            last = high if m.group(2) else first
+        if first > last or step < 1:
+            raise ConfigError(f"schedule {expression!r}: {item!r} is an empty {name} range")
+        out.update(range(first, last + 1, step))
+    return frozenset(out)
+
+
+def _value(expression: str, index: int, text: str) -> int:
+    name, low, high = _FIELDS[index]
+    value = _NAMES.get(index, {}).get(text[:3]) if not text.isdigit() else int(text)
+    if value is None or not low <= value <= high:
+        raise ConfigError(f"schedule {expression!r}: {text!r} is not a {name} "
+                          f"({low}-{high}{', or a name' if index in _NAMES else ''})")
+    return value
+
+
+def zone_of(name: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"unknown time zone {name!r} for the schedule",
+                          hint='an IANA name such as "UTC" or "Europe/Berlin"') from None
+
+
+@dataclass(frozen=True)
+class Planned:
+    source: str
+    cron: Cron
+
+
+def plan(default: str | None, sources: Sequence) -> list[Planned]:
+    """Which sources run on which schedule: their own, else the default; "off" for none."""
+    out = []
+    for source in sources:
+        expression = source.schedule if source.schedule is not None else default
+        if expression is None or expression.strip().lower() in OFF:
+            continue
+        out.append(Planned(source.name, Cron.parse(expression)))
+    return out
+
+
+def last_run_started(catalog, source: str) -> datetime | None:
+    """When the source's last run (of any process, any outcome) started."""
+    runs = catalog.list_runs(source, limit=1)
+    if not runs or not runs[0].get("started_at"):
+        return None
+    started = datetime.fromisoformat(runs[0]["started_at"])
+    return started if started.tzinfo else started.replace(tzinfo=UTC)
+
+
+class Scheduler:
+    """Submits due sources to ``submit(names, trigger)`` from a background thread.
+
+    ``last_run(source)`` gives the start of the source's last run (aware) or None; ``now``
+    is the clock (a test passes its own). ``tick()`` does one round and returns when the
+    next one is due, so that the thread only sleeps in between.
+    """
+
+    def __init__(self, planned: list[Planned], zone: ZoneInfo,
+                 submit: Callable[[list[str], str], None],
+                 last_run: Callable[[str], datetime | None], *,
+                 now: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 catch_up: bool = True) -> None:
+        self.planned = planned
+        self.zone = zone
+        self.submit = submit
+        self.now = now
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        start = now()
+        self.next_due: dict[str, datetime] = {}
+        for p in planned:
+            last = last_run(p.source)
+            missed = catch_up and (last is None or p.cron.next_after(last, zone) <= start)
+            self.next_due[p.source] = start if missed else p.cron.next_after(start, zone)
+
+    def tick(self) -> datetime | None:
+        """Submit what is due now (one job); the next due time."""
+        now = self.now()
+        due = [p for p in self.planned if self.next_due[p.source] <= now]
+        if due:
+            names = [p.source for p in due]
+            try:
+                self.submit(names, "schedule")
+                log.info("scheduled ingest of %s started", ", ".join(names))
+            except CitewiseError as e:
+                log.warning("scheduled ingest of %s skipped: %s", ", ".join(names), e.message)
+            for p in due:
+                self.next_due[p.source] = p.cron.next_after(now, self.zone)
+        return min(self.next_due.values()) if self.next_due else None
+
+    def start(self) -> None:
+        if not self.planned:
+            return
+        for p in self.planned:
+            log.info("schedule: %s next at %s (%s)", p.source,
+                     self.next_due[p.source].astimezone(self.zone).isoformat(timespec="minutes"),
+                     p.cron.expression)
+        self._thread = threading.Thread(target=self._run, name="citewise-schedule",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                upcoming = self.tick()
+            except Exception:  # the schedule must outlive one bad round
+                log.exception("the ingest schedule failed a round; retrying in a minute")
+                upcoming = None
+            wait = 60.0 if upcoming is None else (upcoming - self.now()).total_seconds()
+            # Wake at least every minute: the wall clock may jump (NTP, suspend).
+            self._stop.wait(min(max(wait, 0.5), 60.0))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)

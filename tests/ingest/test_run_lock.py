@@ -1,0 +1,97 @@
+"""One ingest run at a time per data folder, whoever starts it: a cron's `citewise ingest`, the
+server's jobs. A run that finds the lock held does nothing and exits 4; a holder killed with
+SIGKILL releases it (the kernel does)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from citewise.api.app import create_app
+from citewise.errors import RunLockedError
+from citewise.ingest.runlock import RunLock
+from citewise.settings import load_settings
+from tests.kb import clean_env, make_key, write_kb
+
+CITEWISE = Path(sys.executable).with_name("citewise")
+CONFIG = """
+[settings]
+data_dir = "data"
+
+[[sources]]
+name = "kb"
+type = "folder"
+path = "kb"
+readers = ["public"]
+"""
+
+
+@pytest.fixture
+def site(tmp_path) -> Path:
+    (tmp_path / "citewise.toml").write_text(CONFIG)
+    write_kb(tmp_path / "kb")
+    return tmp_path
+
+
+def test_a_cron_run_that_finds_the_lock_held_does_nothing_and_exits_4(site):
+    lock = RunLock(load_settings(site / "citewise.toml").run_lock_path)
+    with lock.held("ingest job (schedule) of kb"):
+        out = subprocess.run([str(CITEWISE), "ingest", "--all"], cwd=site, capture_output=True,
+                             text=True, timeout=300,
+                             env=clean_env(CITEWISE_CONFIG_FILE=str(site / "citewise.toml")))
+    assert out.returncode == 4, out.stderr
+    assert "skipped: another run holds the ingest lock" in out.stderr
+    assert f"ingest job (schedule) of kb (pid {os.getpid()}" in out.stderr
+    # It did nothing: no run was recorded.
+    from citewise.index.catalog import Catalog
+
+    catalog = Catalog(site / "data" / "catalog.db")
+    try:
+        assert catalog.list_runs("kb") == []
+    finally:
+        catalog.close()
+
+
+def test_the_servers_jobs_take_the_same_lock(site, make_services):
+    settings = load_settings(site / "citewise.toml")
+    services = make_services(site / "data")
+    services.settings.sources = settings.sources
+    client = TestClient(create_app(services=services),
+                        headers=make_key(services, "cron", scopes="ingest"))
+    with RunLock(services.settings.run_lock_path).held("citewise ingest (kb)"):
+        refused = client.post("/v1/ingest/jobs", json={"all": True})
+        assert refused.status_code == 409
+        assert refused.json()["type"] == "urn:citewise:error:run_locked"
+        assert "citewise ingest (kb)" in refused.json()["detail"]
+    job = client.post("/v1/ingest/jobs", json={"all": True}).json()
+    for _ in range(600):
+        job = client.get(f"/v1/ingest/jobs/{job['id']}").json()
+        if job["status"] in ("done", "failed"):
+            break
+        time.sleep(0.1)
+    assert job["status"] == "done", job
+    # Released after the job: a cron may take it now.
+    RunLock(services.settings.run_lock_path).acquire("cron")
+
+
+def test_a_holder_killed_with_sigkill_leaves_no_stale_lock(tmp_path):
+    path = tmp_path / "ingest.lock"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pathlib import Path; from citewise.ingest.runlock import RunLock;"
+        f"RunLock(Path({str(path)!r})).acquire('doomed run'); print('held', flush=True);"
+        "time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    with pytest.raises(RunLockedError, match="doomed run"):
+        RunLock(path).acquire("second")
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait(timeout=30)
+    lock = RunLock(path)
+    lock.acquire("after the crash")
+    lock.release()
