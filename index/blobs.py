@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
@@ -36,6 +37,10 @@ class BlobStore(Protocol):
 
     def keys(self) -> Iterator[str]:
         """Every stored key (for checking the store against the catalog)."""
+
+    def leftovers(self, older_than: float) -> list[str]:
+        """Keys of partial writes older than ``older_than`` seconds (none for S3, where a put
+        is atomic)."""
 
 
 class LocalBlobStore:
@@ -83,6 +88,14 @@ class LocalBlobStore:
         for path in sorted(self.root.glob("sha256/*/*")):
             if path.is_file() and not path.name.startswith(".tmp-"):
                 yield path.relative_to(self.root).as_posix()
+
+    def leftovers(self, older_than: float) -> list[str]:
+        """Half-written blobs a killed process left (``put`` writes, then renames): never a
+        live blob, and removable with ``delete`` once no write can still be under way."""
+        cutoff = time.time() - older_than
+        return [p.relative_to(self.root).as_posix()
+                for p in sorted(self.root.glob("sha256/*/.tmp-*"))
+                if p.is_file() and p.stat().st_mtime < cutoff]
 
 
 class S3BlobStore:
@@ -186,3 +199,6 @@ class S3BlobStore:
                     yield obj["Key"][len(self.prefix):]
         except Exception as e:
             raise self._fail("list", "sha256/", e) from e
+
+    def leftovers(self, older_than: float) -> list[str]:
+        return []  # a PUT is atomic: there are no partial objects

@@ -13,6 +13,7 @@ import json
 import os
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -118,6 +119,10 @@ class RemoteEmbeddings:
         return f"remote:{self.model}"
 
 
+# Throwaway vectors kept in memory (~1.5 KB each for a 384-dimension model: ~30 MB).
+RECENT_VECTORS = 20_000
+
+
 class DenseEncoder:
     """Sentence embeddings (cosine, normalised) plus the packaged model's tokenizer for chunk
     sizes. The vectors come from the local model, or from ``remote`` when one is given."""
@@ -142,6 +147,11 @@ class DenseEncoder:
         self.cache = cache
         self._tokenizer = None
         self.embedded_count = 0  # chunks actually run through the model (not from the cache)
+        # Vectors of throwaway texts (answer units: the steps and sentences an extractive
+        # answer weighs), kept in memory for a while: the same runbooks answer most questions,
+        # and embedding their units again was most of an answer's CPU time.
+        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._recent_lock = threading.Lock()
 
     @property
     def model(self):
@@ -210,13 +220,14 @@ class DenseEncoder:
     ) -> np.ndarray:
         """Embed texts, reusing cached vectors; ``on_progress(n)`` after each batch of n.
 
-        ``use_cache=False`` for throwaway texts (answer sentences), which would only bloat it.
+        ``use_cache=False`` for throwaway texts (answer sentences), which would only bloat the
+        persistent cache: they are kept in a bounded in-memory one instead (``RECENT_VECTORS``).
         """
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         cache = self.cache if use_cache else None
         keys = [EmbeddingCache.key(self.model_id, t) for t in texts]
-        cached = cache.get_many(keys) if cache else {}
+        cached = cache.get_many(keys) if cache else self._recall(keys)
         todo: dict[str, str] = {}
         for k, t in zip(keys, texts, strict=True):
             if k not in cached and k not in todo:
@@ -239,4 +250,19 @@ class DenseEncoder:
                     on_progress(len(batch))
             if cache:
                 cache.put_many(fresh)
+            elif not use_cache:
+                self._remember(fresh)
         return np.stack([cached.get(k, fresh.get(k)) for k in keys])
+
+    def _recall(self, keys: list[str]) -> dict[str, np.ndarray]:
+        with self._recent_lock:
+            found = {k: self._recent[k] for k in keys if k in self._recent}
+            for k in found:
+                self._recent.move_to_end(k)
+        return found
+
+    def _remember(self, vectors: dict[str, np.ndarray]) -> None:
+        with self._recent_lock:
+            self._recent.update(vectors)
+            while len(self._recent) > RECENT_VECTORS:
+                self._recent.popitem(last=False)

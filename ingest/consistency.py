@@ -96,10 +96,14 @@ CHECKED_KEYS = ("document_id", "version", "source", "readers", "title", "path", 
                 "service", "ordinal", "text", "heading", "start_line", "end_line")
 
 
+# A blob write older than this cannot still be under way: it was left by a killed process.
+PARTIAL_BLOB_AGE = 3600.0
+
+
 @dataclass(frozen=True)
 class Finding:
     """One disagreement between the stores. ``kind``: open_swap, orphan_point, missing_point,
-    stale_payload, missing_blob or orphan_blob."""
+    stale_payload, missing_blob, orphan_blob or partial_blob."""
 
     kind: str
     text: str
@@ -151,6 +155,8 @@ def inspect(catalog: Catalog, index: VectorIndex, blobs: BlobStore) -> list[Find
                              wanted[key], key))
     found.extend(Finding("orphan_blob", f"blob {key} belongs to no document", None, key)
                  for key in sorted(stored - set(wanted)))
+    found.extend(Finding("partial_blob", f"{key} is a blob write a killed process left", None,
+                         key) for key in blobs.leftovers(PARTIAL_BLOB_AGE))
     return found
 
 

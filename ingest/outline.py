@@ -102,7 +102,8 @@ class _Markdown:
                          end_line=self.line(t, end=True)), i + 3
         if t.type in ("fence", "code_block"):
             return Block("code", text=t.content.rstrip("\n"),
-                         language=(t.info or "").split()[0] if t.info else None,
+                         # "``` " has an info string of blanks: no language.
+                         language=next(iter((t.info or "").split()), None),
                          start_line=self.line(t), end_line=self.line(t, end=True)), i + 1
         if t.type in ("bullet_list_open", "ordered_list_open"):
             return self.list_block(i)

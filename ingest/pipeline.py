@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,6 +64,7 @@ from citewise.ingest.anchors import anchor_style
 from citewise.ingest.chunking import Chunkers
 from citewise.ingest.consistency import check, reconcile
 from citewise.ingest.outline import build_outline
+from citewise.ingest.overlap import Writer
 from citewise.ingest.parse import document_text
 from citewise.ingest.progress import ProgressSink, SilentProgress
 from citewise.ingest.redact import redact_document
@@ -142,6 +144,7 @@ class IngestPipeline:
         self.chunkers = Chunkers(dense.count_tokens, chunk_max_tokens)
         self.signature = IndexSignature(self.chunkers, dense.model_id, sparse.version)
         self.swap = VersionSwap(catalog, index, blobs)
+        self._failing = threading.Lock()
 
     def prepare_index(self) -> tuple[int, set[str]]:
         """Before a run: finish what a crash left open, and when the index and the catalog
@@ -191,6 +194,10 @@ class IngestPipeline:
         state = SourceState(self.catalog, source, self.signature, incomplete=incomplete)
         held: list[_Prepared] = []  # emptied documents, written only if the brake allows
 
+        # Three stages at once (overlap.py): this thread reads and parses batch n+2 while
+        # ``embedder`` embeds batch n+1 and ``storer`` writes batch n, in order.
+        embedder, storer = Writer(), Writer()
+
         def process(batch: list[SourceDocument]) -> None:
             prepared = []
             for doc in batch:
@@ -198,16 +205,37 @@ class IngestPipeline:
                 item = self._prepare(source, doc, state, force, report)
                 if item is not None:
                     (held if item.emptied else prepared).append(item)
-            self._write_batch(source, prepared, counts, report, progress)
-            progress.documents(len(batch))
-            self.catalog.update_run(run_id, counts)
-            if on_counts:
-                on_counts(counts)
+
+            def embed() -> None:
+                texts, vectors = self._embed_batch(prepared, counts, progress)
+
+                def store() -> None:
+                    self._store_batch(source, prepared, texts, vectors, counts, report)
+                    progress.documents(len(batch))
+                    self.catalog.update_run(run_id, counts)
+                    if on_counts:
+                        on_counts(counts)
+
+                storer.submit(store)
+
+            embedder.submit(embed)
+
+        def after_writes(task: Callable[[], None]) -> None:
+            """Run ``task`` once every batch given so far is written."""
+            embedder.submit(lambda: storer.submit(task))
+
+        def drain() -> None:
+            embedder.drain()
+            storer.drain()
+
+        def close() -> None:
+            embedder.close()
+            storer.close()
 
         try:
             if isinstance(connector, SyncConnector):
-                gone = self._sync(connector, state, process, report, force, progress,
-                                  batch_size)
+                gone = self._sync(connector, state, process, after_writes, report, force,
+                                  progress, batch_size)
             else:
                 # Connectors that can count cheaply (a folder listing) give the bar its total.
                 count = getattr(connector, "count", None)
@@ -216,6 +244,7 @@ class IngestPipeline:
                     process(batch)
                 # Only a complete listing may delete: a source that failed half-way raised.
                 gone = state.gone_after_load()
+            drain()
             self._check_mass_deletion(source, state, len(gone) + len(held), counts.added, force)
             self._write_batch(source, held, counts, report, progress)
             for record in gone:
@@ -238,11 +267,15 @@ class IngestPipeline:
             report.status, report.message = "failed", str(e)
             log.exception("ingest of %s failed", source)
         except BaseException as e:  # KeyboardInterrupt, crash: record, then let it propagate
+            # The batches already read are written, as before the interruption came (a few
+            # seconds at most); nothing is written once the run is recorded.
+            close()
             report.status = "interrupted"
             report.message = f"{type(e).__name__}: {e}"
             self._finish(report, started)
             raise
         finally:
+            close()
             metrics.INGEST_RUNNING.dec()
             progress.close()
         self._finish(report, started)
@@ -253,6 +286,7 @@ class IngestPipeline:
         connector: SyncConnector,
         state: SourceState,
         process: Callable[[list[SourceDocument]], None],
+        after_writes: Callable[[Callable[[], None]], None],
         report: RunReport,
         force: bool,
         progress: ProgressSink,
@@ -278,7 +312,9 @@ class IngestPipeline:
             if batch.state is not None:
                 report.cursor = batch.state
             if batch.checkpoint is not None:
-                state.save_checkpoint(batch.checkpoint)
+                # Saved once the batch is written, never before: a crash resumes after it.
+                checkpoint = batch.checkpoint
+                after_writes(lambda c=checkpoint: state.save_checkpoint(c))
         return state.gone_after_sync(deleted, live)
 
     def _check_mass_deletion(self, source: str, state: SourceState, losing: int, added: int,
@@ -320,7 +356,8 @@ class IngestPipeline:
 
     # Per document --------------------------------------------------------------------------
     def _fail(self, source: str, report: RunReport, external_id: str, error: str) -> None:
-        report.counts.failed += 1
+        with self._failing:  # parsing and writing fail documents from two threads
+            report.counts.failed += 1
         report.errors.append((external_id, error))
         self.catalog.record_error(report.run_id, source, external_id, error)
         metrics.INGEST_DOCUMENTS.labels(source, "failed").inc()
@@ -395,19 +432,18 @@ class IngestPipeline:
             self.index.set_payload(previous.id, {"readers": doc.readers})
             self.catalog.update_document_fields(previous.id, readers=doc.readers)
 
-    def _write_batch(
-        self,
-        source: str,
-        prepared: list[_Prepared],
-        counts: RunCounts,
-        report: RunReport,
-        progress: ProgressSink,
-    ) -> None:
-        if not prepared:
-            return
+    def _write_batch(self, source: str, prepared: list[_Prepared], counts: RunCounts,
+                     report: RunReport, progress: ProgressSink) -> None:
+        texts, vectors = self._embed_batch(prepared, counts, progress)
+        self._store_batch(source, prepared, texts, vectors, counts, report)
+
+    def _embed_batch(self, prepared: list[_Prepared], counts: RunCounts,
+                     progress: ProgressSink) -> tuple[list[str], list]:
         texts = [
             embedding_text(p.doc.title, c.heading, c.text) for p in prepared for c in p.chunks
         ]
+        if not texts:
+            return texts, []
         before = self.dense.embedded_count
 
         def on_progress(n: int) -> None:
@@ -417,6 +453,10 @@ class IngestPipeline:
         embedded = self.dense.embedded_count - before
         counts.chunks_embedded += embedded
         metrics.INGEST_CHUNKS_EMBEDDED.inc(embedded)
+        return texts, vectors
+
+    def _store_batch(self, source: str, prepared: list[_Prepared], texts: list[str], vectors,
+                     counts: RunCounts, report: RunReport) -> None:
         offset = 0
         for p in prepared:
             n = len(p.chunks)

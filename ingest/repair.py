@@ -9,7 +9,7 @@ source again:
 * a missing point, or one whose payload disagrees (readers above all): the document's live
   points are rebuilt from its catalog chunks (embedded again, which the embedding cache
   answers without the model) and upserted over the old ones, then other versions' points go;
-* a blob of no document: deleted;
+* a blob of no document, or a blob write a killed process left half done: deleted;
 * a missing blob: the one thing the catalog cannot give back. The document stays searchable
   (its chunks and points are intact) and is marked to be read again by its source's next run.
 
@@ -85,6 +85,9 @@ def repair(pipeline: IngestPipeline, *,
             on_document(n, len(rebuild))
     for f in findings:
         if f.kind == "orphan_blob" and f.key and not catalog.blob_in_use(f.key):
+            blobs.delete(f.key)
+            report.blobs_deleted += 1
+        elif f.kind == "partial_blob" and f.key:
             blobs.delete(f.key)
             report.blobs_deleted += 1
         elif f.kind == "missing_blob":

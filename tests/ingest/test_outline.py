@@ -114,3 +114,11 @@ def test_outline_round_trips_through_json():
     assert "1. Check the replica:" in text and "cachectl status --replica 2" in text
     assert text.index("Promote it") < text.index("kubectl rollout restart")
     assert "cache | team-platform | 6379" in text
+
+
+def test_a_fence_whose_info_string_is_blank_has_no_language():
+    # Seen in gitlab-com-runbooks (docs/patroni/check_wraparound.md): "``` " then the code.
+    outline = build_outline("# Check\n\n``` \nSELECT 1;\n```\n", "text/markdown",
+                            title="Check")
+    code = [b for section in outline.sections for b in section.blocks if b.kind == "code"]
+    assert [(b.text, b.language) for b in code] == [("SELECT 1;", None)]

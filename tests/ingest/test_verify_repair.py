@@ -5,8 +5,10 @@ document, a stray blob, a lost blob), found, repaired, and checked by search as 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -77,6 +79,11 @@ def _inject_faults(services) -> dict[str, str]:
                                       dense=stray.dense, sparse=stray.sparse, payload=payload)])
     stray_blob = services.blobs.put(b"bytes of a document nobody has any more")
     services.blobs.delete(onboarding.blob_key)
+    # A blob write a killed process left half done, an hour and more ago.
+    partial = services.blobs.root / "sha256" / "ab" / ".tmp-killed"
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    partial.write_bytes(b"half a docu")
+    os.utime(partial, (time.time() - 7200, time.time() - 7200))
     return {"lost_point": lost_point, "secret": secret.id, "stray_blob": stray_blob,
             "lost_blob": onboarding.blob_key}
 
@@ -91,7 +98,7 @@ def test_faults_are_found_and_repaired_from_the_catalog(site):
         found = inspect(services.catalog, services.index, services.blobs)
         kinds = {f.kind for f in found}
         assert kinds == {"missing_point", "stale_payload", "orphan_point", "orphan_blob",
-                         "missing_blob"}, [f.text for f in found]
+                         "missing_blob", "partial_blob"}, [f.text for f in found]
         assert any(f.kind == "stale_payload" and f.document_id == faults["secret"]
                    and "readers" in f.text for f in found)
         assert any(f.key == faults["lost_point"] for f in found if f.kind == "missing_point")
@@ -99,7 +106,7 @@ def test_faults_are_found_and_repaired_from_the_catalog(site):
         embedded = services.dense.embedded_count
         report = repair(services.pipeline)
         assert services.dense.embedded_count == embedded  # the embedding cache answered
-        assert report.points_deleted == 1 and report.blobs_deleted == 1
+        assert report.points_deleted == 1 and report.blobs_deleted == 2
         assert report.documents_rebuilt == 2
         assert report.marked_for_reread == ["kb/wiki/onboarding.html"]
         # Only the lost blob remains, until the source's next run reads the page again.
@@ -161,6 +168,7 @@ def test_the_command_reports_repairs_and_exits_for_cron(site):
     repaired = _cli(site, "verify", "--repair")
     print(repaired.stdout)
     assert "2 documents' points rebuilt" in repaired.stdout
+    assert "2 stray blobs deleted" in repaired.stdout
     assert "blob lost: kb/wiki/onboarding.html will be read again" in repaired.stdout
     assert repaired.returncode == 3  # the lost blob, until the next run
     assert _cli(site, "ingest", "--all").returncode == 0
