@@ -51,6 +51,15 @@ def _setup() -> None:
         _ready = True
 
 
+def warm_up() -> None:
+    """Import unstructured and its parsers now (about 3 s) rather than in the first run: the
+    server does it at start, as it loads the embedding model."""
+    parse(SourceDocument(external_id="warm-up", title="warm up", content=b"# Warm up\n\n- a\n",
+                         media_type="text/markdown"))
+    parse(SourceDocument(external_id="warm-up", title="warm up",
+                         content=b"<h1>Warm up</h1><p>a</p>", media_type="text/html"))
+
+
 def _element_type(text: str):
     from unstructured.documents.elements import ListItem, Text
     from unstructured.partition.text_type import is_bulleted_text

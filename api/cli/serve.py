@@ -56,6 +56,7 @@ def serve(obj: Context, host: str | None, port: int | None,
     from citewise.api.app import create_app, uvicorn_options
     from citewise.api.composition import build_services
     from citewise.api.remote import remove_server_file, write_server_file
+    from citewise.ingest.parse import warm_up as warm_parser
 
     settings = obj.settings
     host = host or settings.host
@@ -68,6 +69,7 @@ def serve(obj: Context, host: str | None, port: int | None,
     except CitewiseError as e:
         fail(e)
     services.dense.warm_up()
+    warm_parser()  # a scheduled or API ingest does not pay the parsers' import
     # Finish what a crash left half-done, and say so loudly if the index and the catalog
     # disagree (a deleted or restored index folder): search would quietly miss documents.
     from citewise.ingest.consistency import check
