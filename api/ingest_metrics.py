@@ -68,6 +68,11 @@ class IngestRunCollector:
             "citewise_ingest_last_success_timestamp_seconds",
             "End time of the source's last succeeded ingest run, any process (0: never)",
             labels=["source"])
+        last_completed = GaugeMetricFamily(
+            "citewise_ingest_last_completed_timestamp_seconds",
+            "End time of the source's last ingest run that went through the whole source "
+            "(succeeded, or partial: some documents failed), any process (0: never)",
+            labels=["source"])
         last_run = GaugeMetricFamily(
             "citewise_ingest_last_run_timestamp_seconds",
             "Start time of the source's last ingest run, any process, finished or not",
@@ -89,6 +94,7 @@ class IngestRunCollector:
             documents.add_metric([name], source["documents"])
             chunks.add_metric([name], source["chunks"])
             last_success.add_metric([name], _seconds(source["last_success_at"]) or 0.0)
+            last_completed.add_metric([name], _seconds(source.get("last_completed_at")) or 0.0)
             runs = self.catalog.list_runs(name, limit=1)
             if not runs:
                 continue
@@ -102,7 +108,8 @@ class IngestRunCollector:
                 status.add_metric([name, known], 1.0 if run["status"] == known else 0.0)
             if run["status"] not in STATUSES:  # a status newer than this list: still say it
                 status.add_metric([name, run["status"]], 1.0)
-        return [last_success, last_run, duration, failed, status, documents, chunks]
+        return [last_success, last_completed, last_run, duration, failed, status, documents,
+                chunks]
 
 
 def _seconds(stamp: str | None) -> float | None:

@@ -64,6 +64,10 @@ class RemoteServer:
             try:
                 body = resp.json()
                 err = CitewiseError(body.get("detail", resp.text), hint=body.get("hint"))
+                # The problem's type names its code (urn:citewise:error:run_locked).
+                kind = str(body.get("type") or "")
+                if kind.startswith("urn:citewise:error:"):
+                    err.code = kind.rsplit(":", 1)[1]
             except ValueError:
                 err = CitewiseError(f"the server answered {resp.status_code}: {resp.text[:200]}")
             err.status_code = resp.status_code

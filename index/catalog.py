@@ -484,7 +484,10 @@ class Catalog:
             SELECT s.name, s.type, s.created_at, s.updated_at,
                    COUNT(d.id) AS documents, COALESCE(SUM(d.chunk_count), 0) AS chunks,
                    (SELECT MAX(finished_at) FROM ingest_runs r
-                     WHERE r.source = s.name AND r.status = 'succeeded') AS last_success_at
+                     WHERE r.source = s.name AND r.status = 'succeeded') AS last_success_at,
+                   (SELECT MAX(finished_at) FROM ingest_runs r
+                     WHERE r.source = s.name AND r.status IN ('succeeded', 'partial'))
+                     AS last_completed_at
             FROM sources s LEFT JOIN documents d ON d.source = s.name AND {readable}
             GROUP BY s.name ORDER BY s.name
         """

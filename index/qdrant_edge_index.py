@@ -168,6 +168,11 @@ class EdgeVectorIndex:
 
     # -- writes ------------------------------------------------------------------------------
 
+    def flush(self) -> None:
+        with self._engine("flush") as shard:
+            shard.flush()
+            self._flushed = time.monotonic()
+
     def _written(self, shard: qe.EdgeShard) -> None:
         """After an update: flush the segments if the last flush is FLUSH_INTERVAL old.
 
@@ -176,7 +181,8 @@ class EdgeVectorIndex:
         ``test_edge_writes_survive_a_killed_process``), so a flush is not what makes a write
         survive a crash; it writes the segments and lets the log be truncated. One flush per
         update cost ~30 ms, about as much as embedding the document, so they are grouped;
-        ``close`` and ``optimize`` flush too.
+        every ingest run ends with ``flush``, and ``close``, ``optimize`` and readers changes
+        (``set_payload``) flush at once.
         """
         now = time.monotonic()
         if now - self._flushed >= FLUSH_INTERVAL:
@@ -220,7 +226,9 @@ class EdgeVectorIndex:
         doc_filter = qe.Filter(must=[_match_value("document_id", document_id)])
         with self._engine("set payload") as shard:
             shard.update(qe.UpdateOperation.set_payload_by_filter(doc_filter, payload))
-            self._written(shard)
+            # Readers taken away must stay away, power loss or not: flushed at once.
+            shard.flush()
+            self._flushed = time.monotonic()
 
     # -- reads -------------------------------------------------------------------------------
 

@@ -258,6 +258,9 @@ class ServerVectorIndex:
                 found.update(str(r.id) for r in records)
         return set(wanted) - found
 
+    def flush(self) -> None:
+        """The server makes each acknowledged write durable (its own WAL): nothing to do."""
+
     def scan(self) -> Iterator[tuple[str, str | None, str | None]]:
         for point_id, payload in self.scan_payloads(("document_id", "version")):
             yield point_id, payload.get("document_id"), payload.get("version")

@@ -138,6 +138,10 @@ class VectorIndex(Protocol):
     def delete_version(self, document_id: str, version: str) -> None:
         """Delete the points of one version of a document."""
 
+    def flush(self) -> None:
+        """Make every write so far durable on disk (an embedded engine groups its flushes;
+        a server makes its writes durable itself)."""
+
     def optimize(self) -> None:
         """Compact storage after updates and deletes, and bring the engine's statistics (the
         BM25 IDF) up to date with them: deleted points must stop shaping scores."""

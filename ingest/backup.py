@@ -27,7 +27,7 @@ from pathlib import Path
 
 from citewise import __version__
 from citewise.errors import CitewiseError, ConfigError
-from citewise.index.blobs import BlobStore
+from citewise.index.blobs import BlobStore, blob_key
 from citewise.settings import Settings
 
 MANIFEST = "manifest.json"
@@ -44,7 +44,10 @@ def backup(settings: Settings, blobs: BlobStore, dest: Path) -> dict:
                           hint="check CITEWISE_DATA_DIR (or --data-dir)")
     partial = dest.with_name(dest.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
+    # The catalog holds key hashes and the audit log, the blobs restricted documents: the
+    # backup is for the account that owns the data folder only.
+    partial.mkdir(parents=True, mode=0o700)
+    partial.chmod(0o700)
     _sqlite_copy(settings.catalog_path, partial / "catalog.db")
     if settings.embedding_cache_path.exists():
         _sqlite_copy(settings.embedding_cache_path, partial / "embeddings.db")
@@ -105,19 +108,28 @@ def restore(source: Path, settings: Settings, blobs: BlobStore) -> dict:
         raise ConfigError(f"{settings.data_dir} already holds a catalog or an index",
                           hint="restore into a new, empty data folder (--data-dir), then "
                                "point the server at it")
+    # A blob store (or, checked by the caller, a Qdrant collection) in use by another
+    # installation: the repair after the restore would take its newer blobs for strays.
+    if next(iter(blobs.keys()), None) is not None:
+        raise ConfigError("the configured blob store already holds blobs",
+                          hint="restore into an empty one: a new CITEWISE_S3_PREFIX (or "
+                               "bucket), or a new data folder for local blobs")
+    root = source / "blobs"
+    files = sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+    for path in files:  # every blob is checked before anything is written
+        key = path.relative_to(root).as_posix()
+        if blob_key(path.read_bytes()) != key:
+            raise CitewiseError(f"blob {key} in the backup is damaged (its content does not "
+                                "match its name)", hint="restore from another backup")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    for path in files:
+        blobs.put(path.read_bytes())
     for name, target in (("embeddings.db", settings.embedding_cache_path),
                          ("catalog.db", settings.catalog_path)):
         if (source / name).exists():  # the catalog last: its presence means "restored"
             tmp = target.with_suffix(".restoring")
             shutil.copyfile(source / name, tmp)
             tmp.replace(target)
-    root = source / "blobs"
-    for path in sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []:
-        key = path.relative_to(root).as_posix()
-        if blobs.put(path.read_bytes()) != key:
-            raise CitewiseError(f"blob {key} in the backup is damaged (its content does not "
-                                "match its name)", hint="restore from another backup")
     return manifest
 
 

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 
 from citewise.connectors.registry import build_connector
-from citewise.errors import CitewiseError, ConflictError, NotFoundError
+from citewise.errors import CitewiseError, NotFoundError, RunLockedError
 from citewise.index.catalog import RunCounts
 from citewise.ingest.pipeline import IngestPipeline, RunReport
 from citewise.ingest.progress import TerminalProgress
@@ -83,14 +83,14 @@ class JobQueue:
     def submit(self, sources: list[SourceConfig], *, trigger: str, force: bool = False) -> Job:
         if not self._busy.acquire(blocking=False):
             running = next((j for j in self._jobs.values() if j.status == "running"), None)
-            raise ConflictError(
+            raise RunLockedError(
                 "an ingest is already running"
                 + (f" (job {running.id}, source {running.current})" if running else ""),
                 hint="wait for it to finish (GET /v1/ingest/jobs/<id>) and try again",
             )
         try:
             self.run_lock.acquire(f"ingest job ({trigger}) of {', '.join(s.name for s in sources)}")
-        except CitewiseError:
+        except BaseException:
             self._busy.release()
             raise
         job = Job(id=uuid.uuid4().hex[:12], sources=[s.name for s in sources])

@@ -260,6 +260,8 @@ class IngestPipeline:
             if counts.updated or counts.deleted:
                 # Replaced and deleted points are only tombstoned until the engine compacts.
                 self.index.optimize()
+            else:
+                self.index.flush()  # a finished run is on disk, not only in the engine's log
         except SourceError as e:
             report.status, report.message = "failed", str(e)
             log.error("ingest of %s failed: %s", source, e)
@@ -267,8 +269,8 @@ class IngestPipeline:
             report.status, report.message = "failed", str(e)
             log.exception("ingest of %s failed", source)
         except BaseException as e:  # KeyboardInterrupt, crash: record, then let it propagate
-            # The batches already read are written, as before the interruption came (a few
-            # seconds at most); nothing is written once the run is recorded.
+            # The batches already read are written, as before the interruption came (at most
+            # a few batches); nothing is written once the run is recorded.
             close()
             report.status = "interrupted"
             report.message = f"{type(e).__name__}: {e}"

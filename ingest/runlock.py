@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from citewise.errors import RunLockedError
+from citewise.errors import CitewiseError, RunLockedError
 
 
 class RunLock:
@@ -29,8 +29,18 @@ class RunLock:
     def acquire(self, what: str) -> None:
         """Take the lock for ``what`` (e.g. "ingest --all (cron)"), or raise ``RunLockedError``
         naming the holder. Never waits: a cron run that finds another run going exits."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Readable by all: a cron and a server running as different accounts share it
+            # (flock needs only an open file; the holder's note is written when possible).
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except PermissionError:
+                fd = os.open(self.path, os.O_RDONLY)
+        except OSError as e:
+            raise CitewiseError(f"cannot open the ingest run lock {self.path}: {e}",
+                                hint="the account running citewise must be able to read the "
+                                     "data folder") from e
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -43,16 +53,25 @@ class RunLock:
                 "this one did nothing",
                 hint="it is released when that run ends; try again then (a cron can simply "
                      "run at its next time)") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({
-            "what": what, "pid": os.getpid(), "host": socket.gethostname(),
-            "since": datetime.now(UTC).isoformat(timespec="seconds")}).encode())
+        except OSError as e:
+            os.close(fd)
+            raise CitewiseError(f"cannot lock {self.path}: {e}") from e
         self._fd = fd
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, json.dumps({
+                "what": what, "pid": os.getpid(), "host": socket.gethostname(),
+                "since": datetime.now(UTC).isoformat(timespec="seconds")}).encode())
+        except OSError:  # read-only, or a full disk: the lock holds without the note
+            pass
 
     def release(self) -> None:
         if self._fd is not None:
             fd, self._fd = self._fd, None
-            os.ftruncate(fd, 0)
+            try:
+                os.ftruncate(fd, 0)
+            except OSError:
+                pass
             os.close(fd)  # closing the descriptor drops the lock
 
     def holder(self) -> dict | None:

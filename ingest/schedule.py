@@ -16,9 +16,10 @@ Expressions are the five fields of cron (minute, hour, day of month, month, day 
 day matching either is due. ``schedule = "off"`` leaves a source to manual or external runs.
 
 The scheduler submits due sources to the server's job queue, which takes the data folder's run
-lock: a run that an external cron (or a manual ``citewise ingest``) is making meanwhile makes
-the scheduled one skip, logged, until its next time. When the server starts, a source whose
-last run is older than its previous due time (the server was down at 02:30) runs at once.
+lock: while another run holds it (an external cron, a manual ``citewise ingest``, a backup),
+the scheduled run waits, logged, and is tried again every five minutes. When the server
+starts, a source whose last run is older than its previous due time (the server was down at
+02:30) runs at once.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ _FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day of month", 1, 31), ("month"
            ("day of week", 0, 7))
 _ITEM = re.compile(r"^(\*|[a-z0-9]+(?:-[a-z0-9]+)?)(?:/(\d+))?$")
 HORIZON_DAYS = 366 * 5  # "30 2 31 2 *" (February 31st) never comes: say so instead of looping
+RETRY_SECONDS = 300  # a scheduled run that found the run lock held tries again after this
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,9 @@ class Cron:
                 hint='e.g. "30 2 * * *" for 02:30 every day, "0 * * * *" hourly, or @daily')
         values = [_field(expression, i, p) for i, p in enumerate(parts)]
         weekdays = frozenset(d % 7 for d in values[4])  # 7 is Sunday too
+        # As in cron, a day field that starts with * ("*/2") does not restrict the other.
         return cls(expression, values[0], values[1], values[2], values[3], weekdays,
-                   parts[2] == "*", parts[4] == "*")
+                   parts[2].startswith("*"), parts[4].startswith("*"))
 
     def _day_matches(self, day: datetime) -> bool:
         in_month = day.day in self.days
@@ -101,9 +104,13 @@ class Cron:
             if local.minute not in self.minutes:
                 local += timedelta(minutes=1)
                 continue
-            due = local.replace(tzinfo=zone)
-            # A local time skipped by a DST change does not exist; zoneinfo maps it forward.
-            return due.astimezone(UTC)
+            # A local time skipped by a DST change does not exist (zoneinfo maps it forward);
+            # one repeated by it exists twice: only a due time after ``moment`` counts.
+            due = local.replace(tzinfo=zone).astimezone(UTC)
+            if due > moment:
+                return due
+            local += timedelta(minutes=1)
+            continue
         raise ConfigError(f"schedule {self.expression!r} never comes due",
                           hint="check the day of month against the month (e.g. 31 in February)")
 
@@ -209,10 +216,15 @@ class Scheduler:
             try:
                 self.submit(names, "schedule")
                 log.info("scheduled ingest of %s started", ", ".join(names))
+                for p in due:
+                    self.next_due[p.source] = p.cron.next_after(now, self.zone)
             except CitewiseError as e:
-                log.warning("scheduled ingest of %s skipped: %s", ", ".join(names), e.message)
-            for p in due:
-                self.next_due[p.source] = p.cron.next_after(now, self.zone)
+                # Another run (a cron, a job) holds the lock: try again shortly rather than
+                # at the next due time, which for a nightly schedule is a day away.
+                log.warning("scheduled ingest of %s waits: %s; trying again in %d s",
+                            ", ".join(names), e.message, RETRY_SECONDS)
+                for p in due:
+                    self.next_due[p.source] = now + timedelta(seconds=RETRY_SECONDS)
         return min(self.next_due.values()) if self.next_due else None
 
     def start(self) -> None:

@@ -25,7 +25,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL, EXIT_LOCKED = 0, 1, 2, 3, 4
 
 def is_locked(e: CitewiseError) -> bool:
     """Another run holds the ingest run lock (here, or in the server it was handed to)."""
-    return isinstance(e, RunLockedError) or getattr(e, "status_code", None) == 409
+    return isinstance(e, RunLockedError) or getattr(e, "code", None) == RunLockedError.code
 
 
 def exit_locked(e: CitewiseError) -> NoReturn:

@@ -118,8 +118,9 @@ def _print(result: dict) -> None:
 
         A consistent copy while the server runs: the catalog (SQLite's online backup), every
         document's stored bytes (local blobs or S3), the embedding cache and the config file.
-        Ingest runs wait (the run lock is held); search keeps serving. The vector index is not
-        copied: `citewise restore` rebuilds it from the catalog, exactly.
+        It holds the ingest run lock: a run that starts meanwhile finds it held (a cron exits 4,
+        the server's schedule tries again five minutes later); search keeps serving. The vector
+        index is not copied: `citewise restore` rebuilds it from the catalog, exactly.
 
         Exit status: 0 done, 1 error, 4 an ingest run holds the lock (try after it).
         """
@@ -154,10 +155,10 @@ def backup(obj: Context, dest: Path) -> None:
         Examples:
           citewise --data-dir restored restore backups/2026-12-03
 
-        Into an empty data folder: the catalog, blobs (into the configured blob store) and
-        embedding cache are put back, the index is rebuilt from the catalog's chunks (the
-        embedding cache answers instead of the model), and `verify` runs. Then point the
-        server at that folder.
+        Into an empty data folder, and an empty blob store and Qdrant collection when those are
+        configured: the catalog, blobs and embedding cache are put back, the index is rebuilt
+        from the catalog's chunks (the embedding cache answers instead of the model), and
+        `verify` runs. Then point the server at that folder.
         """
     )
 )
@@ -170,6 +171,7 @@ def restore(obj: Context, source: Path) -> None:
     from citewise.ingest.repair import repair
 
     try:
+        _refuse_a_collection_in_use(obj.settings)
         manifest = run_restore(source, obj.settings, build_blobs(obj.settings))
         click.echo(f"restored the catalog and {manifest['blobs']} blobs of {source} "
                    f"(backed up {manifest['created_at']}); rebuilding the index", err=True)
@@ -189,3 +191,24 @@ def restore(obj: Context, source: Path) -> None:
     if report.remaining:
         sys.exit(EXIT_PARTIAL)
     click.secho("consistent: the catalog, the index and the blob store agree", fg="green")
+
+
+def _refuse_a_collection_in_use(settings) -> None:
+    """A Qdrant server's collection that holds points belongs to an installation: the repair
+    after the restore would delete its newer points as strays. (An embedded index lives in the
+    data folder, which restore already requires to be empty.)"""
+    if not settings.qdrant_url:
+        return
+    from citewise.api.composition import build_dense, build_index
+    from citewise.errors import ConfigError
+
+    index = build_index(settings, build_dense(settings).dim)
+    try:
+        points = index.count()
+    finally:
+        index.close()
+    if points:
+        raise ConfigError(f"the Qdrant collection {settings.qdrant_collection!r} already holds "
+                          f"{points} points", hint="restore into a new collection "
+                          "(CITEWISE_QDRANT_COLLECTION), then point the server at it")
+

@@ -4,9 +4,10 @@
 "use strict";
 
 (() => {
-  const KEY = "citewise.key"; // a pasted key lives in sessionStorage: this tab, this server
   const $ = (id) => document.getElementById(id);
-  const state = { me: null, conversation: null, turns: 0, controller: null, busy: false };
+  // A pasted key lives in this page's memory only: not in storage, where any other script
+  // of this origin (the API reference at /docs loads one from a CDN) could read it.
+  const state = { me: null, key: null, conversation: null, turns: 0, controller: null, busy: false };
 
   // ---------- small helpers ----------
 
@@ -37,8 +38,7 @@
   }
 
   function authHeaders() {
-    const key = sessionStorage.getItem(KEY);
-    return key ? { Authorization: `Bearer ${key}` } : {};
+    return state.key ? { Authorization: `Bearer ${state.key}` } : {};
   }
 
   async function call(path, { method = "GET", body, headers = {}, signal } = {}) {
@@ -117,7 +117,7 @@
       if (me.groups.length) parts.push(` · groups ${me.groups.join(", ")}`);
       if (me.key && me.user) parts.push(` · via key ${me.key}`);
       parts.push(` · ${me.scopes.join(", ") || "no scopes"}`);
-      if (sessionStorage.getItem(KEY)) {
+      if (state.key) {
         parts.push(el("button", { type: "button", class: "link", id: "signout", onclick: signOut, text: "Sign out" }));
       }
       $("who").replaceChildren(...parts);
@@ -139,18 +139,30 @@
     $("signin").hidden = false;
     $("signin-why").textContent = error && error.message
       ? `The server says: ${error.message}.` : "This server needs to know who you are before it shows any knowledge.";
-    if (sessionStorage.getItem(KEY) && error && error.status === 401) sessionStorage.removeItem(KEY);
+    if (state.key && error && error.status === 401) state.key = null;
     $("key").focus();
   }
 
   function signOut() {
-    sessionStorage.removeItem(KEY);
-    location.reload();
+    // Forget the key and everything shown with it: the next person sees none of it.
+    state.key = null;
+    state.me = null;
+    state.conversation = null;
+    $("thread").replaceChildren();
+    $("results").replaceChildren();
+    $("results").hidden = true;
+    $("new-btn").hidden = true;
+    $("who").textContent = "Not signed in";
+    signIn(null);
   }
 
   // ---------- filters ----------
 
   async function loadSources() {
+    for (const id of ["f-sources", "f-services", "f-tags"]) {
+      $(id).replaceChildren($(id).querySelector("legend"));
+    }
+    countFilters();
     let sources = [];
     try {
       sources = (await (await call("/v1/sources")).json()).sources;
@@ -542,7 +554,7 @@
     });
     $("signin-form").addEventListener("submit", async (e) => {
       e.preventDefault();
-      sessionStorage.setItem(KEY, $("key").value.trim());
+      state.key = $("key").value.trim();
       $("key").value = "";
       if (await loadMe()) start();
     });
@@ -551,14 +563,18 @@
 
   let started = false;
   function start() {
+    loadSources(); // again after each sign-in: the filters offer what this caller may read
     if (started) return;
     started = true;
-    loadSources();
     const params = new URLSearchParams(location.search);
     const q = params.get("q");
+    $("q").focus();
     if (q) {
+      // A shared link fills the question in; only a search runs by itself. An answer waits
+      // for Enter: a link must not make the page ask something in your name unseen.
       $("q").value = q;
-      submit(params.get("mode") === "search" ? "search" : "answer");
-    } else $("q").focus();
+      if (params.get("mode") === "search") submit("search");
+      else setStatus("Press Enter to ask this question.");
+    }
   }
 })();

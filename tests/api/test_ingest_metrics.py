@@ -79,6 +79,10 @@ def test_a_scrape_reports_every_process_s_runs(make_services, kb, tmp_path):
     assert value(scraped, "citewise_ingest_last_success_timestamp_seconds",
                  source="kb") == unix(first_run["finished_at"])
     assert abs(unix(first_run["finished_at"]) - time.time()) < 300
+    # The partial run went through the whole source: complete, though not a success (the
+    # nightly "not complete" alert must not page every night for one broken document).
+    assert value(scraped, "citewise_ingest_last_completed_timestamp_seconds",
+                 source="kb") == unix(second_run["finished_at"])
     assert value(scraped, "citewise_ingest_last_run_timestamp_seconds",
                  source="kb") == unix(second_run["started_at"])
     assert value(scraped, "citewise_ingest_last_run_duration_seconds", source="kb") == (
@@ -129,6 +133,7 @@ def test_never_succeeded_running_and_interrupted_runs(tmp_path):
     scraped = samples(generate_latest(registry).decode())
 
     assert value(scraped, "citewise_ingest_last_success_timestamp_seconds", source="wiki") == 0
+    assert value(scraped, "citewise_ingest_last_completed_timestamp_seconds", source="wiki") == 0
     assert value(scraped, "citewise_ingest_last_run_status", source="wiki", status="failed") == 1
     assert value(scraped, "citewise_ingest_last_run_documents_failed", source="wiki") == 4
     assert value(scraped, "citewise_source_documents", source="wiki") == 0

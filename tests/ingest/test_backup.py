@@ -104,10 +104,39 @@ def test_a_damaged_backup_is_refused(tmp_path, dense):
     finally:
         services.close()
     config = {"CITEWISE_CONFIG_FILE": str(tmp_path / "citewise.toml")}
-    assert _cli(tmp_path, "backup", "b", **config).returncode == 0
+    made = _cli(tmp_path, "backup", "b", **config)
+    assert made.returncode == 0
+    assert (tmp_path / "b").stat().st_mode & 0o777 == 0o700  # key hashes, restricted blobs
+    blob = next(p for p in (tmp_path / "b" / "blobs").rglob("*") if p.is_file())
+    original = blob.read_bytes()
+    blob.write_bytes(original[:-5] + b"XXXXX")
+    out = _cli(tmp_path, "--data-dir", str(tmp_path / "r"), "restore", "b", **config)
+    assert out.returncode == 1 and "damaged" in out.stderr
+    assert not (tmp_path / "r" / "catalog.db").exists()  # nothing was written
+    blob.write_bytes(original)
     with (tmp_path / "b" / "catalog.db").open("r+b") as f:
         f.seek(200)
         f.write(b"\x00\xff" * 8)
     out = _cli(tmp_path, "--data-dir", str(tmp_path / "r"), "restore", "b", **config)
     assert out.returncode == 1 and "damaged" in out.stderr
+    assert not (tmp_path / "r" / "catalog.db").exists()
+
+
+def test_restore_refuses_a_blob_store_in_use(tmp_path, dense):
+    """Its newer blobs would be taken for strays by the repair that follows the restore."""
+    (tmp_path / "citewise.toml").write_text(CONFIG)
+    write_kb(tmp_path / "kb")
+    settings = load_settings(tmp_path / "citewise.toml")
+    services = build_services(settings)
+    try:
+        run_source(services.pipeline, settings.sources[0], trigger="test")
+    finally:
+        services.close()
+    config = {"CITEWISE_CONFIG_FILE": str(tmp_path / "citewise.toml")}
+    assert _cli(tmp_path, "backup", "b", **config).returncode == 0
+    in_use = tmp_path / "r" / "blobs" / "sha256" / "aa"
+    in_use.mkdir(parents=True)
+    (in_use / ("aa" + "0" * 62)).write_bytes(b"someone else's document")
+    out = _cli(tmp_path, "--data-dir", str(tmp_path / "r"), "restore", "b", **config)
+    assert out.returncode == 1 and "already holds blobs" in out.stderr
     assert not (tmp_path / "r" / "catalog.db").exists()

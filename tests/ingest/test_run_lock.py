@@ -95,3 +95,35 @@ def test_a_holder_killed_with_sigkill_leaves_no_stale_lock(tmp_path):
     lock = RunLock(path)
     lock.acquire("after the crash")
     lock.release()
+
+
+def test_only_a_held_lock_is_a_skip_not_any_conflict():
+    from citewise.api.cli.base import is_locked
+    from citewise.errors import CitewiseError, ConflictError
+
+    assert is_locked(RunLockedError("another run holds the ingest lock"))
+    assert not is_locked(ConflictError("a source named wiki is declared with another path"))
+    over_http = CitewiseError("an ingest is already running")
+    over_http.status_code, over_http.code = 409, "run_locked"  # as RemoteServer reads it
+    assert is_locked(over_http)
+
+
+def test_a_lock_that_cannot_be_opened_says_why_and_jams_nothing(tmp_path, make_services):
+    from citewise.errors import CitewiseError
+
+    (tmp_path / "not-a-folder").write_text("")
+    broken = RunLock(tmp_path / "not-a-folder" / "ingest.lock")
+    with pytest.raises(CitewiseError, match="cannot open the ingest run lock"):
+        broken.acquire("cron")
+    services = make_services(tmp_path / "data")
+    services.jobs.run_lock = broken
+    with pytest.raises(CitewiseError, match="cannot open"):
+        services.jobs.submit([], trigger="api")
+    # The queue is not left "busy": with a usable lock the next job starts.
+    services.jobs.run_lock = RunLock(tmp_path / "data" / "ingest.lock")
+    job = services.jobs.submit([], trigger="api")
+    for _ in range(200):
+        if services.jobs.get(job.id).status in ("done", "failed"):
+            break
+        time.sleep(0.05)
+    assert services.jobs.get(job.id).status == "done"

@@ -34,6 +34,8 @@ def at(text: str) -> datetime:
     ("0 4 29 2 *", "2026-03-01T00:00", "2028-02-29T04:00"),  # leap day
     ("@hourly", "2026-12-03T10:59", "2026-12-03T11:00"),
     ("0 3 * * 7", "2026-12-03T00:00", "2026-12-06T03:00"),  # 7 is Sunday too
+    # A day field starting with * does not widen the other: odd days AND Mondays.
+    ("0 0 */2 * mon", "2026-12-01T00:00", "2026-12-07T00:00"),
 ])
 def test_next_due_time_in_utc(expression, after, due):
     assert Cron.parse(expression).next_after(at(after), UTC_ZONE) == at(due)
@@ -44,6 +46,11 @@ def test_a_schedule_in_local_time_follows_daylight_saving():
     # Berlin is UTC+1 in winter, UTC+2 in summer: 02:30 local is 01:30 or 00:30 UTC.
     assert nightly.next_after(at("2026-12-03T00:00"), BERLIN) == at("2026-12-03T01:30")
     assert nightly.next_after(at("2026-07-01T00:00"), BERLIN) == at("2026-07-01T00:30")
+    # 25 October 2026: 02:00-03:00 happens twice. Inside the second 02:10, the due time is
+    # the next night's, never one in the past (which would fire again and again).
+    second_0210 = at("2026-10-25T01:10")  # 02:10 CET, after 02:10 CEST an hour earlier
+    assert nightly.next_after(second_0210, BERLIN) == at("2026-10-26T01:30")
+    assert nightly.next_after(at("2026-10-25T00:00"), BERLIN) == at("2026-10-25T00:30")
     # 29 March 2026: 02:00-03:00 does not exist in Berlin; the run is not lost.
     spring = nightly.next_after(at("2026-03-28T23:00"), BERLIN)
     assert at("2026-03-29T00:00") <= spring <= at("2026-03-29T02:00")
@@ -129,13 +136,17 @@ def test_the_scheduler_runs_due_sources_through_the_job_queue(tmp_path, make_ser
     run = services.catalog.list_runs("kb", limit=1)[0]
     assert run["trigger"] == "schedule" and run["status"] == "succeeded"
 
-    # The next night another process (an external cron) holds the lock: skipped, not doubled,
-    # and due again the night after.
+    # The next night another process (an external cron) holds the lock: not doubled; tried
+    # again five minutes later, and then it runs.
     clock.now = at("2026-12-04T02:30")
     with RunLock(services.settings.run_lock_path).held("citewise ingest --all (cron)"):
-        assert scheduler.tick() == at("2026-12-05T02:30")
+        assert scheduler.tick() == at("2026-12-04T02:35")
     assert len(jobs) == 1
     assert len(services.catalog.list_runs("kb")) == 1
+    clock.now = at("2026-12-04T02:35")
+    assert scheduler.tick() == at("2026-12-05T02:30")
+    assert _wait(services.jobs, jobs[1].id).status == "done"
+    assert len(services.catalog.list_runs("kb")) == 2
 
 
 def test_a_run_missed_while_the_server_was_down_runs_at_start(tmp_path, make_services):

@@ -205,7 +205,12 @@ def test_feedback_is_sent_with_the_wrong_citation(page, demo_kb):
 def test_dark_mode_for_the_night_shift(browser, server):
     context = browser.new_context(viewport={"width": 1200, "height": 900}, color_scheme="dark")
     page = context.new_page()
-    page.goto(server + "/?q=" + REDIS.replace(" ", "+"))  # a shared link asks at once
+    # A shared link fills the question in and waits for Enter (it never asks unseen).
+    page.goto(server + "/?q=" + REDIS.replace(" ", "+"))
+    sync_api.expect(page.locator("#q")).to_have_value(REDIS)
+    sync_api.expect(page.locator("#status")).to_contain_text("Press Enter")
+    assert page.locator("article.turn").count() == 0
+    page.keyboard.press("Enter")
     page.locator(".answer .meta").filter(has_text="evidence").wait_for(timeout=WAIT)
     background = page.evaluate("getComputedStyle(document.body).backgroundColor")
     assert background == "rgb(21, 23, 26)"
@@ -240,8 +245,11 @@ def test_sign_in_with_a_key_shows_only_what_that_person_may_read(browser, locked
     titles = search_as(keys["page-bob"])
     sync_api.expect(page.locator("#who")).to_contain_text("Signed in as bob")
     assert not any(RESTRICTED_TITLE in t for t in titles)
+    # The key lives in the page's memory only, never in storage other scripts could read.
+    assert page.evaluate("sessionStorage.length + localStorage.length") == 0
     page.locator("#signout").click()
     sync_api.expect(signin).to_be_visible()
+    assert page.locator("#results article.result").count() == 0  # bob's results are gone
     titles = search_as(keys["page-sec"])
     assert any(RESTRICTED_TITLE in t for t in titles)
     context.close()
