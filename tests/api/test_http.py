@@ -567,7 +567,8 @@ def test_second_ingest_while_one_runs_is_409(make_services, tmp_path):
             second = c.post("/v1/ingest/jobs", json={"path": str(folder), "readers": ["public"]},
                       headers=as_operator(c))
             problem = assert_problem(second, 409)
-            assert problem["type"] == "urn:citewise:error:conflict"
+            # Another run is going: the same answer as when a cron holds the run lock.
+            assert problem["type"] == "urn:citewise:error:run_locked"
             assert job_id in problem["detail"]
             assert problem["hint"]
             other = tmp_path / "other"
