@@ -110,6 +110,44 @@ def write_kb(root: Path) -> Path:
     return root
 
 
+SITE_CONFIG = """
+[settings]
+data_dir = "data"
+
+[[sources]]
+name = "kb"
+type = "folder"
+path = "kb"
+readers = ["public"]
+"""
+
+
+def write_site(root: Path) -> Path:
+    """The knowledge base as source "kb" of a ``citewise.toml`` beside it (data in
+    ``root/data``): what tests that run the ``citewise`` command work in. The config's path."""
+    write_kb(root / "kb")
+    config = root / "citewise.toml"
+    config.write_text(SITE_CONFIG)
+    return config
+
+
+def ingest_site(root: Path) -> Path:
+    """``write_site``, ingested once (services closed again, so a subprocess may open them)."""
+    from citewise.api.composition import build_services
+    from citewise.ingest.jobs import run_source
+    from citewise.settings import load_settings
+
+    config = write_site(root)
+    settings = load_settings(config)
+    services = build_services(settings)
+    try:
+        report = run_source(services.pipeline, settings.sources[0], trigger="test")
+        assert report.status == "succeeded", report.summary()
+    finally:
+        services.close()
+    return config
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     """This process's environment without any CITEWISE_* setting (so no stray config applies)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CITEWISE_")}

@@ -18,20 +18,10 @@ from citewise.ingest.jobs import run_source
 from citewise.ingest.runlock import RunLock
 from citewise.settings import load_settings
 from citewise.types import Identity
-from tests.kb import SECRET_TITLE, clean_env, write_kb
+from tests.kb import SECRET_TITLE, clean_env, ingest_site, write_site
 from tests.live import LiveServer
 
 CITEWISE = Path(sys.executable).with_name("citewise")
-CONFIG = """
-[settings]
-data_dir = "data"
-
-[[sources]]
-name = "kb"
-type = "folder"
-path = "kb"
-readers = ["public"]
-"""
 
 
 def _cli(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -44,9 +34,7 @@ def _titles(services, question: str, who: Identity) -> list[str]:
 
 
 def test_backup_while_serving_then_restore_into_a_fresh_folder(tmp_path, dense):
-    (tmp_path / "citewise.toml").write_text(CONFIG)
-    write_kb(tmp_path / "kb")
-    settings = load_settings(tmp_path / "citewise.toml")
+    settings = load_settings(write_site(tmp_path))
     services = build_services(settings)
     config = {"CITEWISE_CONFIG_FILE": str(tmp_path / "citewise.toml")}
     try:
@@ -95,15 +83,7 @@ def test_backup_while_serving_then_restore_into_a_fresh_folder(tmp_path, dense):
 
 
 def test_a_damaged_backup_is_refused(tmp_path, dense):
-    (tmp_path / "citewise.toml").write_text(CONFIG)
-    write_kb(tmp_path / "kb")
-    settings = load_settings(tmp_path / "citewise.toml")
-    services = build_services(settings)
-    try:
-        run_source(services.pipeline, settings.sources[0], trigger="test")
-    finally:
-        services.close()
-    config = {"CITEWISE_CONFIG_FILE": str(tmp_path / "citewise.toml")}
+    config = {"CITEWISE_CONFIG_FILE": str(ingest_site(tmp_path))}
     made = _cli(tmp_path, "backup", "b", **config)
     assert made.returncode == 0
     assert (tmp_path / "b").stat().st_mode & 0o777 == 0o700  # key hashes, restricted blobs
@@ -124,15 +104,7 @@ def test_a_damaged_backup_is_refused(tmp_path, dense):
 
 def test_restore_refuses_a_blob_store_in_use(tmp_path, dense):
     """Its newer blobs would be taken for strays by the repair that follows the restore."""
-    (tmp_path / "citewise.toml").write_text(CONFIG)
-    write_kb(tmp_path / "kb")
-    settings = load_settings(tmp_path / "citewise.toml")
-    services = build_services(settings)
-    try:
-        run_source(services.pipeline, settings.sources[0], trigger="test")
-    finally:
-        services.close()
-    config = {"CITEWISE_CONFIG_FILE": str(tmp_path / "citewise.toml")}
+    config = {"CITEWISE_CONFIG_FILE": str(ingest_site(tmp_path))}
     assert _cli(tmp_path, "backup", "b", **config).returncode == 0
     in_use = tmp_path / "r" / "blobs" / "sha256" / "aa"
     in_use.mkdir(parents=True)

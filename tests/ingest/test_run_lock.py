@@ -18,25 +18,14 @@ from citewise.api.app import create_app
 from citewise.errors import RunLockedError
 from citewise.ingest.runlock import RunLock
 from citewise.settings import load_settings
-from tests.kb import clean_env, make_key, write_kb
+from tests.kb import clean_env, make_key, write_site
 
 CITEWISE = Path(sys.executable).with_name("citewise")
-CONFIG = """
-[settings]
-data_dir = "data"
-
-[[sources]]
-name = "kb"
-type = "folder"
-path = "kb"
-readers = ["public"]
-"""
 
 
 @pytest.fixture
 def site(tmp_path) -> Path:
-    (tmp_path / "citewise.toml").write_text(CONFIG)
-    write_kb(tmp_path / "kb")
+    write_site(tmp_path)
     return tmp_path
 
 

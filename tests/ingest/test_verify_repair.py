@@ -21,33 +21,19 @@ from citewise.ingest.jobs import run_source
 from citewise.ingest.repair import repair
 from citewise.settings import load_settings
 from citewise.types import Identity
-from tests.kb import SECRET, SECRET_TITLE, clean_env, write_kb
+from tests.kb import SECRET, SECRET_TITLE, clean_env, ingest_site
 
 CITEWISE = Path(sys.executable).with_name("citewise")
-CONFIG = """
-[settings]
-data_dir = "data"
-
-[[sources]]
-name = "kb"
-type = "folder"
-path = "kb"
-readers = ["public"]
-"""
 ANYONE = Identity.anonymous()
 SECURITY = Identity(user="sam", groups=("security",))
 
 
 @pytest.fixture
 def site(tmp_path, dense) -> Path:
-    """A data folder with the test knowledge base ingested (services closed again)."""
-    (tmp_path / "citewise.toml").write_text(CONFIG)
-    write_kb(tmp_path / "kb")
-    settings = load_settings(tmp_path / "citewise.toml")
-    services = build_services(settings)
+    """A data folder with the test knowledge base ingested, consistent to begin with."""
+    ingest_site(tmp_path)
+    services = _services(tmp_path)
     try:
-        report = run_source(services.pipeline, settings.sources[0], trigger="test")
-        assert report.status == "succeeded", report.summary()
         assert inspect(services.catalog, services.index, services.blobs) == []
     finally:
         services.close()
