@@ -12,8 +12,7 @@ from citewise.api.identity.caller import Caller
 from citewise.api.openapi import problem_response
 from citewise.api.schemas import IngestRequest
 from citewise.errors import NotFoundError
-from citewise.ingest.consistency import inspect
-from citewise.ingest.repair import repair
+from citewise.ingest.repair import verify_index
 from citewise.ingest.sources import resolve_sources
 
 # SQLite's integer range: a larger run id is a client error, not an overflow.
@@ -96,14 +95,11 @@ def verify(body: VerifyRequest, request: Request,
     services = request.app.state.services
     what = "verify --repair" if body.repair else "verify"
     with services.jobs.run_lock.held(f"{what} (server, {who.principal})"):
-        if not body.repair:
-            found = inspect(services.catalog, services.index, services.blobs)
-            return {"ok": not found, "problems": [f.text for f in found], "repair": None}
-        report = repair(services.pipeline)
-    request.app.state.door.audit.record(
-        "index.repair", actor=who.principal, key=who.key, target="index",
-        detail={k: v for k, v in report.to_dict().items() if k != "found"},
-        client=request.client.host if request.client else None,
-        request_id=request.state.request_id)
-    return {"ok": not report.remaining, "problems": [f.text for f in report.remaining],
-            "repair": report.to_dict()}
+        result = verify_index(services.pipeline, fix=body.repair)
+    if body.repair:
+        request.app.state.door.audit.record(
+            "index.repair", actor=who.principal, key=who.key, target="index",
+            detail={k: v for k, v in result["repair"].items() if k != "found"},
+            client=request.client.host if request.client else None,
+            request_id=request.state.request_id)
+    return result

@@ -689,9 +689,6 @@ class Catalog:
                f"(SELECT 1 FROM json_each(d.readers) WHERE value IN ({marks})) LIMIT 1")
         return self._conn().execute(sql, [word.lower(), *principals]).fetchone() is not None
 
-    def all_blob_keys(self) -> set[str]:
-        return {r[0] for r in self._conn().execute("SELECT DISTINCT blob_key FROM documents")}
-
     def blob_owners(self) -> dict[str, str]:
         """Each blob key in use, with one document that uses it."""
         return {r[0]: r[1] for r in self._conn().execute(

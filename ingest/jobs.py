@@ -72,10 +72,10 @@ def run_source(
 
 
 class JobQueue:
-    def __init__(self, pipeline: IngestPipeline, lock: RunLock | None = None) -> None:
+    def __init__(self, pipeline: IngestPipeline, lock: RunLock) -> None:
         self.pipeline = pipeline
         # The data folder's run lock: also held by cron runs in other processes.
-        self.run_lock = lock or RunLock(pipeline.work_dir / "ingest.lock")
+        self.run_lock = lock
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
         self._busy = threading.Lock()

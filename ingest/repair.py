@@ -102,3 +102,17 @@ def repair(pipeline: IngestPipeline, *,
              report.swaps_finished, report.points_deleted, report.documents_rebuilt,
              report.blobs_deleted, len(report.marked_for_reread))
     return report
+
+
+def verify_index(pipeline: IngestPipeline, *, fix: bool,
+                 on_document: Callable[[int, int], None] | None = None) -> dict:
+    """What ``citewise verify`` and ``POST /v1/ingest/verify`` answer: ``ok``, the
+    ``problems`` (left, after a repair) and, with ``fix``, the ``repair`` report. The caller
+    holds the run lock."""
+    if not fix:
+        found = inspect(pipeline.catalog, pipeline.index, pipeline.blobs)
+        return {"ok": not found, "problems": [f.text for f in found], "repair": None}
+    report = repair(pipeline, on_document=on_document)
+    return {"ok": not report.remaining, "problems": [f.text for f in report.remaining],
+            "repair": report.to_dict()}
+

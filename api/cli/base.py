@@ -28,13 +28,19 @@ def is_locked(e: CitewiseError) -> bool:
     return isinstance(e, RunLockedError) or getattr(e, "code", None) == RunLockedError.code
 
 
-def exit_locked(e: CitewiseError) -> NoReturn:
-    """A cron's run that found another going: it did nothing, which is not a failure of the
-    source, so it says so with its own exit status."""
-    click.secho(f"skipped: {e.message}", fg="yellow", err=True)
-    if e.hint:
-        click.echo(f"  hint: {e.hint}", err=True)
-    sys.exit(EXIT_LOCKED)
+@contextmanager
+def skip_if_locked():
+    """A cron's run that finds another going did nothing, which is not a failure of the
+    source: it says so and ends with its own exit status. Other errors go on up."""
+    try:
+        yield
+    except CitewiseError as e:
+        if not is_locked(e):
+            raise
+        click.secho(f"skipped: {e.message}", fg="yellow", err=True)
+        if e.hint:
+            click.echo(f"  hint: {e.hint}", err=True)
+        sys.exit(EXIT_LOCKED)
 
 
 class Context:

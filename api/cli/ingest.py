@@ -14,8 +14,7 @@ from citewise.api.cli.base import (
     EXIT_PARTIAL,
     Context,
     cli,
-    exit_locked,
-    is_locked,
+    skip_if_locked,
 )
 from citewise.errors import CitewiseError
 
@@ -79,22 +78,17 @@ def ingest(obj: Context, path, name, source, all_sources, readers, force, as_jso
         readers = chosen
         click.echo(f"readers of {path} (unless a file names its own): {', '.join(chosen)}",
                    err=True)
-    with obj.services() as (services, remote):
-        try:
-            if remote is not None:
-                reports = _ingest_remote(remote, path, name, source, all_sources, readers,
-                                         force, as_json)
-            else:
-                sources = resolve_sources(
-                    obj.settings, services.catalog, path=path, name=name, source=source,
-                    all_sources=all_sources, readers=readers,
-                )
-                with services.jobs.run_lock.held(f"citewise ingest ({_what(sources)})"):
-                    reports = _ingest_local(services, sources, force)
-        except CitewiseError as e:
-            if is_locked(e):
-                exit_locked(e)
-            raise
+    with obj.services() as (services, remote), skip_if_locked():
+        if remote is not None:
+            reports = _ingest_remote(remote, path, name, source, all_sources, readers, force,
+                                     as_json)
+        else:
+            sources = resolve_sources(
+                obj.settings, services.catalog, path=path, name=name, source=source,
+                all_sources=all_sources, readers=readers,
+            )
+            with services.jobs.run_lock.held(f"citewise ingest ({_what(sources)})"):
+                reports = _ingest_local(services, sources, force)
     if as_json:
         click.echo(json.dumps(reports, indent=2))
     else:

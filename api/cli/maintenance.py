@@ -13,9 +13,8 @@ from citewise.api.cli.base import (
     EXIT_PARTIAL,
     Context,
     cli,
-    exit_locked,
     fail,
-    is_locked,
+    skip_if_locked,
 )
 from citewise.errors import CitewiseError
 
@@ -50,18 +49,13 @@ from citewise.errors import CitewiseError
 @click.pass_obj
 def verify(obj: Context, repair: bool, as_json: bool) -> None:
     """Check (and repair) the index and the blob store against the catalog."""
-    with obj.services() as (services, remote):
-        try:
-            if remote is not None:
-                click.echo(f"the server at {remote.url} holds the index; asking it", err=True)
-                result = remote.request("POST", "/v1/ingest/verify", json={"repair": repair},
-                                        timeout=None)
-            else:
-                result = _verify_local(services, repair)
-        except CitewiseError as e:
-            if is_locked(e):
-                exit_locked(e)
-            raise
+    with obj.services() as (services, remote), skip_if_locked():
+        if remote is not None:
+            click.echo(f"the server at {remote.url} holds the index; asking it", err=True)
+            result = remote.request("POST", "/v1/ingest/verify", json={"repair": repair},
+                                    timeout=None)
+        else:
+            result = _verify_local(services, repair)
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:
@@ -71,21 +65,17 @@ def verify(obj: Context, repair: bool, as_json: bool) -> None:
 
 
 def _verify_local(services, repair: bool) -> dict:
-    from citewise.ingest.consistency import inspect
-    from citewise.ingest.repair import repair as run_repair
+    from citewise.ingest.repair import verify_index
 
     what = "citewise verify --repair" if repair else "citewise verify"
     with services.jobs.run_lock.held(what):
         if not repair:
-            found = inspect(services.catalog, services.index, services.blobs)
-            return {"ok": not found, "problems": [f.text for f in found], "repair": None}
+            return verify_index(services.pipeline, fix=False)
         with click.progressbar(length=1, label="rebuilding points", file=sys.stderr) as bar:
             def on_document(n: int, total: int) -> None:
                 bar.length = total
                 bar.update(1)
-            report = run_repair(services.pipeline, on_document=on_document)
-    return {"ok": not report.remaining, "problems": [f.text for f in report.remaining],
-            "repair": report.to_dict()}
+            return verify_index(services.pipeline, fix=True, on_document=on_document)
 
 
 def _print(result: dict) -> None:
@@ -135,11 +125,9 @@ def backup(obj: Context, dest: Path) -> None:
     from citewise.ingest.runlock import RunLock
 
     try:
-        with RunLock(obj.settings.run_lock_path).held(f"citewise backup {dest}"):
+        with skip_if_locked(), RunLock(obj.settings.run_lock_path).held(f"citewise backup {dest}"):
             manifest = run_backup(obj.settings, build_blobs(obj.settings), dest)
     except CitewiseError as e:
-        if is_locked(e):
-            exit_locked(e)
         fail(e)
     click.echo(f"backed up {manifest['documents']} documents, {manifest['chunks']} chunks and "
                f"{manifest['blobs']} blobs ({manifest['blob_bytes'] / 1e6:.1f} MB) to {dest}")
