@@ -15,7 +15,7 @@ help:
 	@echo "make test       set up and run the whole test suite"
 	@echo "make test-fast  the suite without the shared-corpus integration tests"
 	@echo "make lint       ruff"
-	@echo "make bench      ingest/search, git re-sync, Confluence, front door, model gateway, cache and 100k-chunk scale benchmarks -> bench/results/"
+	@echo "make bench      ingest/search, git re-sync, Confluence, front door, model gateway, cache, 100k-chunk scale and reindex-under-load benchmarks -> bench/results/"
 	@echo "make eval       quality: SciFact (train), the demo and shared-corpora golden sets -> bench/results/"
 	@echo "make clean      delete ./data (the index, catalog and blobs)"
 
@@ -61,6 +61,7 @@ bench: setup
 	$(BIN)/python bench/bench_gateway.py
 	$(BIN)/python bench/bench_cache.py
 	$(BIN)/python bench/bench_scale.py
+	$(BIN)/python bench/bench_reindex.py
 
 SCIFACT ?= ../shared/bench/scifact
 CORPORA ?= ../shared/corpora

@@ -27,10 +27,12 @@ from citewise.gateway.provider import ProviderSpec
 from citewise.index.blobs import BlobStore, LocalBlobStore, S3BlobStore
 from citewise.index.catalog import Catalog
 from citewise.index.dense import DenseEncoder, EmbeddingCache, RemoteEmbeddings
+from citewise.index.generations import IndexStore, LiveIndex
 from citewise.index.sparse import Bm25Encoder
 from citewise.index.vector_index import VectorIndex
 from citewise.ingest.jobs import JobQueue
 from citewise.ingest.pipeline import IngestPipeline
+from citewise.ingest.reindex import Reindexer
 from citewise.ingest.runlock import RunLock
 from citewise.retrieval.answering import AnswerService
 from citewise.retrieval.answering.cache import SemanticCache
@@ -38,6 +40,7 @@ from citewise.retrieval.fusion import FusionConfig
 from citewise.retrieval.library import DeclaredSource, LibraryService
 from citewise.retrieval.rerank import CrossEncoderReranker, HttpReranker, Reranker
 from citewise.retrieval.search import SearchService
+from citewise.retrieval.synonyms import Synonyms
 from citewise.settings import Settings
 
 log = logging.getLogger("citewise")
@@ -46,7 +49,7 @@ log = logging.getLogger("citewise")
 class Services:
     settings: Settings
     catalog: Catalog
-    index: VectorIndex
+    index: LiveIndex
     blobs: BlobStore
     dense: DenseEncoder
     sparse: Bm25Encoder
@@ -115,13 +118,47 @@ def check_embedding_model(catalog: Catalog, dense: DenseEncoder) -> None:
             f"the index was built with the embedding model '{built_with}', but "
             f"'{dense.model_id}' is configured: query and document vectors must come from the "
             "same model",
-            hint="set the embedding settings back, or rebuild the index with the new model: "
-                 "point CITEWISE_DATA_DIR at a new folder and run `citewise ingest --all`")
+            hint="set the embedding settings back, or rebuild the index with the new model "
+                 "with `citewise reindex` (with the new settings; the live index keeps "
+                 "serving until the new one is complete), then start this with them")
     # A new (or emptied) index, or one from before the model was recorded: it is this model's.
     catalog.set_meta("embedding_model", dense.model_id)
 
 
+def build_index_store(settings: Settings, dim: int) -> IndexStore:
+    """Where the index generations live: folders beside ``<data dir>/qdrant``, or collections
+    named after ``CITEWISE_QDRANT_COLLECTION`` on a Qdrant server."""
+    if settings.qdrant_url:
+        from citewise.index.qdrant_server_index import ServerIndexStore
+
+        return ServerIndexStore.from_url(settings.qdrant_url, settings.qdrant_api_key,
+                                         settings.qdrant_collection, dim,
+                                         timeout=settings.qdrant_timeout)
+    from citewise.index.qdrant_edge_index import EdgeIndexStore
+
+    return EdgeIndexStore(settings.qdrant_path, dim)
+
+
+def build_reindexer(settings: Settings, services: Services | None = None) -> Reindexer:
+    """``citewise reindex`` with ``settings``: its own catalog, blob store, model and index
+    store (it never opens the live index, so it runs beside a server holding an embedded one),
+    or those of ``services`` in this process (which must be on the same data folder)."""
+    if services is not None:
+        return Reindexer(catalog=services.catalog, blobs=services.blobs, dense=services.dense,
+                         sparse=services.sparse, store=services.index.store,
+                         chunk_max_tokens=settings.chunk_max_tokens, data_dir=settings.data_dir,
+                         min_free_bytes=settings.min_free_mb * 2**20)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    dense = build_dense(settings)
+    return Reindexer(catalog=Catalog(settings.catalog_path), blobs=build_blobs(settings),
+                     dense=dense, sparse=Bm25Encoder(),
+                     store=build_index_store(settings, dense.dim),
+                     chunk_max_tokens=settings.chunk_max_tokens, data_dir=settings.data_dir,
+                     min_free_bytes=settings.min_free_mb * 2**20, owned=True)
+
+
 def build_index(settings: Settings, dim: int) -> VectorIndex:
+    """The first generation's index where the settings put it (restore checks it is empty)."""
     if settings.qdrant_url:
         from citewise.index.qdrant_server_index import ServerVectorIndex
 
@@ -227,7 +264,9 @@ def build_services(settings: Settings) -> Services:
     dense = build_dense(settings)
     check_embedding_model(catalog, dense)
     sparse = Bm25Encoder()
-    index = build_index(settings, dense.dim)
+    # The live generation's index, following the catalog's pointer (`citewise reindex`).
+    index = LiveIndex(catalog, build_index_store(settings, dense.dim),
+                      expected_model=dense.model_id)
     blobs = build_blobs(settings)
     pipeline = IngestPipeline(
         catalog=catalog,
@@ -237,11 +276,13 @@ def build_services(settings: Settings) -> Services:
         sparse=sparse,
         chunk_max_tokens=settings.chunk_max_tokens,
         work_dir=settings.data_dir,
+        min_free_bytes=settings.min_free_mb * 2**20,
     )
     search = SearchService(
         catalog=catalog, index=index, dense=dense, sparse=sparse, prefetch=settings.search_prefetch,
         fusion=FusionConfig(settings.search_fusion, settings.search_dense_weight),
         reranker=build_reranker(settings), rerank_candidates=settings.rerank_candidates,
+        synonyms=Synonyms.from_file(settings.synonyms_file),
     )
     gateway = build_gateway(settings)
     cache = SemanticCache(catalog, threshold=settings.answer_cache_threshold,

@@ -6,6 +6,12 @@ problem shape (see ``citewise.api.problems``); the CLI prints ``message`` and ``
 
 from __future__ import annotations
 
+import errno
+import os
+import re
+import sqlite3
+from pathlib import Path
+
 
 class CitewiseError(Exception):
     """Base class: a message for the user and, where there is one, a hint on what to do."""
@@ -136,3 +142,54 @@ class BackendError(CitewiseError):
 
     status_code = 503
     code = "backend_unavailable"
+
+
+class StoreUnavailableError(BackendError):
+    """A store takes no writes at all (its disk is full, its endpoint does not answer): an
+    ingest run stops at once, rather than fail every remaining document one by one."""
+
+    code = "store_unavailable"
+
+
+class DiskFullError(StoreUnavailableError):
+    """The disk that holds the data folder is full (or a file reached its size limit)."""
+
+    status_code = 507
+    code = "disk_full"
+
+
+# errno values that mean "no room": the disk is full, the quota spent, the file size limit hit.
+_NO_ROOM = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is spent",
+            errno.EFBIG: "a file reached the size limit"}
+_SQLITE_FULL, _SQLITE_IOERR = 13, 10
+
+
+def write_failure(exc: BaseException, what: str, path: Path) -> StoreUnavailableError | None:
+    """``exc``, raised while writing ``what`` (a store at ``path``, in the data folder), as the
+    error that stops an ingest run, when it says the disk can take no more; else ``None``.
+
+    Three shapes say it: an ``OSError`` (a blob's file), SQLite's result code (the catalog, the
+    embedding cache: SQLITE_FULL, or an I/O error, which is what SQLite makes of a write past
+    the file size limit), and the embedded engine's message, which ends with the OS error.
+    """
+    number = exc.errno if isinstance(exc, OSError) else None
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        if code == _SQLITE_FULL:
+            number = errno.ENOSPC
+        elif code == _SQLITE_IOERR:
+            return StoreUnavailableError(
+                f"{what} ({path}) could not be written or read: {exc}",
+                hint=f"check the disk that holds {path.parent}: full, read-only, past a file "
+                     "size limit (ulimit -f) or failing; then run `citewise ingest` again")
+    elif number is None:
+        found = re.search(r"os error (\d+)", str(exc))
+        number = int(found.group(1)) if found else None
+    if number not in _NO_ROOM:
+        return None
+    fix = "raise the file size limit (ulimit -f, systemd's LimitFSIZE=)" \
+        if number == errno.EFBIG else "free space on that disk (or move the data folder)"
+    return DiskFullError(
+        f"{_NO_ROOM[number]} ({os.strerror(number)}) while writing {what} ({path})",
+        hint=f"{fix}, then run `citewise ingest` again: what was written stays searchable, "
+             "and the next run finishes the rest")

@@ -168,6 +168,10 @@ class Settings(BaseSettings):
         default=None, description="TOML file with [settings] and [[sources]] (citewise.toml)."
     )
     data_dir: Path = Field(default=Path("data"), description="Folder that holds all state.")
+    min_free_mb: int = Field(
+        default=100, ge=0, description="Megabytes an ingest run keeps free on the data folder's "
+        "disk: below that it stops with an error (the embedded index crashes when its disk "
+        "fills); 0 = no check.")
     log_level: str = Field(default="INFO", description="DEBUG, INFO, WARNING or ERROR.")
     log_format: Literal["text", "json"] = Field(default="text", description="text or json.")
 
@@ -277,6 +281,11 @@ class Settings(BaseSettings):
     search_dense_weight: float = Field(
         default=0.6, ge=0.0, le=1.0,
         description="Share of the dense score in the fused one (0..1); BM25 gets the rest.",
+    )
+    synonyms_file: Path | None = Field(
+        default=None,
+        description="Your organisation's shorthand, one group per line (`dotcom, "
+        "sourcegraph.com`), added to the built-in on-call synonyms (pg, prom, bounce...).",
     )
     rerank_url: str | None = Field(
         default=None,
@@ -529,8 +538,9 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
             raise ConfigError(f"config file {path}: [schedule] holds ingest, timezone and "
                               "catch_up", hint='e.g. [schedule] ingest = "30 2 * * *"')
         file_values.update({f"schedule_{k}": v for k, v in schedule.items()})
-        if "data_dir" in file_values:
-            file_values["data_dir"] = path.parent / file_values["data_dir"]
+        for key in ("data_dir", "synonyms_file"):
+            if key in file_values:
+                file_values[key] = path.parent / file_values[key]
         for s in raw.get("sources", []):
             s = dict(s)
             # A local path is relative to the file; a URL (a git remote) is left alone.

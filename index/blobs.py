@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from citewise.errors import BackendError, ConfigError
+from citewise.errors import BackendError, ConfigError, StoreUnavailableError, write_failure
 
 
 def blob_key(data: bytes) -> str:
@@ -60,16 +60,22 @@ class LocalBlobStore:
         path = self._path(key)
         if path.exists():
             return key
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Write then rename, so a crash never leaves a truncated blob under a valid key.
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # Write then rename, so a crash never leaves a truncated blob under a valid key.
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError as e:
+            failure = write_failure(e, "the blob store", self.root)
+            if failure is None:
+                raise
+            raise failure from e
         return key
 
     def get(self, key: str) -> bytes:
@@ -96,6 +102,12 @@ class LocalBlobStore:
         return [p.relative_to(self.root).as_posix()
                 for p in sorted(self.root.glob("sha256/*/.tmp-*"))
                 if p.is_file() and p.stat().st_mtime < cutoff]
+
+
+S3_ATTEMPTS = 3  # per call, the first included
+# Answers that every blob would get: the bucket or the credentials are wrong.
+_REFUSED = {"NoSuchBucket", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch",
+            "ExpiredToken", "InvalidToken", "AllAccessDisabled"}
 
 
 class S3BlobStore:
@@ -128,12 +140,14 @@ class S3BlobStore:
             region_name=region,
             aws_access_key_id=access_key_id,
             aws_secret_access_key=secret_access_key,
-            # Path-style works on every S3 clone; retries ride out brief outages.
+            # Path-style works on every S3 clone. Retries ride out a blip, and are bounded so
+            # that a dead endpoint costs a run seconds, not minutes: three attempts with up to
+            # 1 s and 2 s of backoff (refused at once: 3 s at most; no answer: under a minute).
             config=Config(
                 s3={"addressing_style": "path"},
-                retries={"max_attempts": 5, "mode": "standard"},
+                retries={"total_max_attempts": S3_ATTEMPTS, "mode": "standard"},
                 connect_timeout=5,
-                read_timeout=30,
+                read_timeout=15,
             ),
         )
 
@@ -143,10 +157,30 @@ class S3BlobStore:
         )
 
     def _fail(self, action: str, key: str, e: Exception) -> BackendError:
-        return BackendError(
-            f"could not {action} blob {key} in {self._where()}: {e}",
-            hint="check CITEWISE_S3_* settings, the bucket's existence and the credentials",
-        )
+        """A failed call as the error to raise. An endpoint that does not answer (after the
+        retries), fails, or refuses the bucket or the credentials fails every blob alike: that
+        is a ``StoreUnavailableError``, which stops an ingest run at once."""
+        from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
+
+        what = f"could not {action} blob {key} in {self._where()}"
+        if isinstance(e, ConnectionError | HTTPClientError):
+            reason = str(e).split(":", 1)[0]  # the rest repeats the endpoint and the key
+            return StoreUnavailableError(
+                f"the blob store {self._where()} does not answer ({reason}; {S3_ATTEMPTS} "
+                f"attempts to {action} a blob)",
+                hint="check that the S3 endpoint is up and reachable from here "
+                     "(CITEWISE_S3_ENDPOINT_URL); documents already indexed stay searchable, "
+                     "and `citewise ingest` run again once it answers finishes the rest")
+        error = e.response.get("Error", {}) if isinstance(e, ClientError) else {}
+        status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) \
+            if isinstance(e, ClientError) else 0
+        hint = "check CITEWISE_S3_* settings, the bucket's existence and the credentials"
+        if status >= 500:
+            return StoreUnavailableError(f"the blob store {self._where()} is failing ({what}: "
+                                         f"{e})", hint="try again once it recovers")
+        if status == 403 or error.get("Code") in _REFUSED:
+            return StoreUnavailableError(f"{what}: {e}", hint=hint)
+        return BackendError(f"{what}: {e}", hint=hint)
 
     def put(self, data: bytes) -> str:
         key = blob_key(data)

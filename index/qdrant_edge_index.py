@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -21,7 +22,14 @@ from typing import IO
 
 import qdrant_edge as qe
 
-from citewise.errors import BackendError, CitewiseError, ConfigError, IndexLockedError
+from citewise.errors import (
+    BackendError,
+    CitewiseError,
+    ConfigError,
+    IndexLockedError,
+    write_failure,
+)
+from citewise.index.generations import is_generation
 from citewise.index.payload import INDEXED_FIELDS, ChunkPayload
 from citewise.index.vector_index import (
     DENSE,
@@ -145,7 +153,9 @@ class EdgeVectorIndex:
             except BaseException as exc:
                 if not _engine_failure(exc):
                     raise
-                raise BackendError(
+                # A full disk the engine reports (it may also crash on one: ingest/space.py).
+                full = write_failure(exc, "the embedded index", self._path)
+                raise full or BackendError(
                     f"The embedded index at {self._path} failed to {action}: {_describe(exc)}",
                     hint=DAMAGED_HINT if _is_panic(exc) else None,
                 ) from exc
@@ -305,6 +315,57 @@ class EdgeVectorIndex:
                 yield str(r.id), dict(r.payload or {})
             if offset is None:
                 return
+
+
+class EdgeIndexStore:
+    """The generations of an embedded index (``index/generations.py``): the first one in
+    ``path`` (``<data dir>/qdrant``), generation ``gN`` in the folder beside it named
+    ``qdrant-gN``."""
+
+    def __init__(self, path: Path, dim: int) -> None:
+        self.path = Path(path)
+        self.dim = dim
+
+    def folder(self, generation: str) -> Path:
+        return self.path if not generation else self.path.with_name(
+            f"{self.path.name}-{generation}")
+
+    def open(self, generation: str) -> EdgeVectorIndex:
+        return EdgeVectorIndex(self.folder(generation), self.dim)
+
+    def drop(self, generation: str) -> bool:
+        folder = self.folder(generation)
+        if not folder.exists():
+            return True
+        try:
+            # Taking the folder's lock proves that no process has it open.
+            handle = _acquire_folder_lock(folder)
+        except IndexLockedError:
+            return False
+        except FileNotFoundError:
+            return True  # another process dropped it meanwhile
+        try:
+            shutil.rmtree(folder)
+        except FileNotFoundError:
+            pass  # the same, under our feet
+        finally:
+            handle.close()
+        return True
+
+    def names(self) -> list[str]:
+        prefix = f"{self.path.name}-"
+        found = [""] if self.path.is_dir() else []
+        if self.path.parent.is_dir():
+            found += sorted(name for p in self.path.parent.iterdir()
+                            if p.is_dir() and p.name.startswith(prefix)
+                            and is_generation(name := p.name.removeprefix(prefix)) and name)
+        return found
+
+    def describe(self, generation: str) -> str:
+        return f"the embedded index at {self.folder(generation)}"
+
+    def close(self) -> None:
+        pass
 
 
 DAMAGED_HINT = (

@@ -7,6 +7,7 @@ same API and stands in for a server in tests.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -15,6 +16,7 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from citewise.errors import BackendError, ConfigError
+from citewise.index.generations import is_generation
 from citewise.index.payload import INDEXED_FIELDS, ChunkPayload
 from citewise.index.vector_index import (
     DENSE,
@@ -38,11 +40,14 @@ class ServerVectorIndex:
     """
 
     def __init__(
-        self, client: QdrantClient, collection: str, dim: int, *, url: str | None = None
+        self, client: QdrantClient, collection: str, dim: int, *, url: str | None = None,
+        owns_client: bool = True,
     ) -> None:
         self._client = client
         self._collection = collection
         self._dim = dim
+        # A store's generations share its client (``ServerIndexStore``), which closes it.
+        self._owns_client = owns_client
         # Error messages name the server when we know its address.
         self._where = f"Qdrant at {url}" if url else "Qdrant"
         self._ensure_collection()
@@ -87,6 +92,12 @@ class ServerVectorIndex:
                 if exc.status_code in (401, 403)
                 else None,
             ) from exc
+        except ValueError as exc:
+            # qdrant-client's local mode (tests) says so of a collection dropped meanwhile; a
+            # server answers 404, above.
+            if "not found" not in str(exc):
+                raise
+            raise BackendError(f"{self._where} could not {action}: {exc}") from exc
         except grpc.RpcError as exc:  # a client built with prefer_grpc=True
             code = exc.code() if isinstance(exc, grpc.Call) else None
             if code == grpc.StatusCode.UNAVAILABLE:
@@ -145,6 +156,8 @@ class ServerVectorIndex:
         """Nothing to do: a Qdrant server runs its optimizers in the background."""
 
     def close(self) -> None:
+        if not self._owns_client:
+            return
         with self._request("close the connection"):
             self._client.close()
 
@@ -276,6 +289,74 @@ class ServerVectorIndex:
                 yield str(r.id), dict(r.payload or {})
             if offset is None:
                 return
+
+
+class ServerIndexStore:
+    """The generations of an index on a Qdrant server (``index/generations.py``): the first
+    one in ``collection``, generation ``gN`` in the collection ``<collection>-gN``. One client
+    serves them all (qdrant-client's local mode also admits one client per folder)."""
+
+    def __init__(self, client: QdrantClient, collection: str, dim: int, *,
+                 url: str | None = None) -> None:
+        self._client = client
+        self.collection = collection
+        self.dim = dim
+        self._url = url
+        self._where = f"Qdrant at {url}" if url else "Qdrant"
+        self._dropping = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: str, api_key: str | None, collection: str, dim: int,
+                 timeout: int | None = None) -> ServerIndexStore:
+        """Like ``ServerVectorIndex.from_url`` (``local:<folder>``: qdrant-client's local mode)."""
+        if url.startswith("local:"):
+            client = QdrantClient(path=url.removeprefix("local:"))
+        else:
+            client = QdrantClient(url=url, api_key=api_key, timeout=int(timeout or 10))
+        return cls(client, collection, dim, url=url)
+
+    def name(self, generation: str) -> str:
+        return f"{self.collection}-{generation}" if generation else self.collection
+
+    def open(self, generation: str) -> ServerVectorIndex:
+        return ServerVectorIndex(self._client, self.name(generation), self.dim, url=self._url,
+                                 owns_client=False)
+
+    def drop(self, generation: str) -> bool:
+        # One drop at a time in this process: the reindex and the live index that retired the
+        # generation may both drop it (local mode's bookkeeping is not safe to race).
+        with self._dropping:
+            return self._drop(generation)
+
+    def _drop(self, generation: str) -> bool:
+        try:
+            if self._client.collection_exists(self.name(generation)):
+                self._client.delete_collection(self.name(generation))
+        except (ResponseHandlingException, UnexpectedResponse, grpc.RpcError) as exc:
+            raise BackendError(f"{self._where} refused to delete the collection "
+                               f"{self.name(generation)!r}: {exc}") from exc
+        return True
+
+    def names(self) -> list[str]:
+        try:
+            collections = [c.name for c in self._client.get_collections().collections]
+        except (ResponseHandlingException, UnexpectedResponse, grpc.RpcError) as exc:
+            raise BackendError(f"{self._where} did not list its collections: {exc}") from exc
+        prefix = f"{self.collection}-"
+        return sorted(("" if c == self.collection else c.removeprefix(prefix))
+                      for c in collections
+                      if c == self.collection
+                      or (c.startswith(prefix) and c != prefix
+                          and is_generation(c.removeprefix(prefix))))
+
+    def describe(self, generation: str) -> str:
+        return f"collection {self.name(generation)!r} on {self._where}"
+
+    def close(self) -> None:
+        try:
+            self._client.close()
+        except (ResponseHandlingException, UnexpectedResponse, grpc.RpcError):
+            pass
 
 
 def _point_struct(point: ChunkPoint) -> models.PointStruct:

@@ -10,7 +10,8 @@ keeps serving.
 The vector index is not copied. It is derived data: ``citewise restore`` rebuilds it from the
 restored catalog's chunks and the embedding cache (``repair``), which guarantees an index that
 agrees with the catalog exactly, on any backend (embedded or a Qdrant server), whatever the
-index looked like at the time of the copy.
+index looked like at the time of the copy. It is rebuilt as a first generation (see
+``index/generations.py``), where the restore's settings say.
 
 A backup is written to ``<dir>.partial`` and renamed when complete, so a backup that was
 interrupted never looks like one that finished.
@@ -28,6 +29,7 @@ from pathlib import Path
 from citewise import __version__
 from citewise.errors import CitewiseError, ConfigError
 from citewise.index.blobs import BlobStore, blob_key
+from citewise.index.generations import BUILDING, LIVE
 from citewise.settings import Settings
 
 MANIFEST = "manifest.json"
@@ -129,8 +131,24 @@ def restore(source: Path, settings: Settings, blobs: BlobStore) -> dict:
         if (source / name).exists():  # the catalog last: its presence means "restored"
             tmp = target.with_suffix(".restoring")
             shutil.copyfile(source / name, tmp)
+            if name == "catalog.db":
+                _first_generation(tmp)
             tmp.replace(target)
     return manifest
+
+
+def _first_generation(catalog: Path) -> None:
+    """The restored index is rebuilt where the settings put a first generation (the data
+    folder's ``qdrant``, the collection ``CITEWISE_QDRANT_COLLECTION``), never under the name of
+    the installation's live one, which may be in use on the same Qdrant server; a reindex the
+    backup caught half-way is forgotten (its staging folder was not copied)."""
+    conn = sqlite3.connect(catalog)
+    try:
+        with conn:
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone():
+                conn.execute("DELETE FROM meta WHERE key IN (?, ?)", (LIVE, BUILDING))
+    finally:
+        conn.close()
 
 
 def _sqlite_copy(path: Path, target: Path) -> None:

@@ -17,6 +17,7 @@ from citewise.errors import CitewiseError, NotFoundError, RunLockedError
 from citewise.index.catalog import RunCounts
 from citewise.ingest.pipeline import IngestPipeline, RunReport
 from citewise.ingest.progress import TerminalProgress
+from citewise.ingest.reindex import check_index_settings
 from citewise.ingest.runlock import RunLock
 from citewise.settings import SourceConfig
 
@@ -57,6 +58,7 @@ def run_source(
     progress=None, on_counts=None,
 ) -> RunReport:
     """Build the source's connector and run the pipeline over it."""
+    check_index_settings(pipeline.catalog, pipeline.signature)
     connector = build_connector(source, data_dir=pipeline.work_dir)
     config = {"type": source.type, "readers": source.readers, **source.options()}
     return pipeline.run(

@@ -44,7 +44,7 @@ from pathlib import Path
 
 from citewise import metrics
 from citewise.connectors.base import LoadConnector, SyncConnector, SyncError
-from citewise.errors import CitewiseError, DocumentError, SourceError
+from citewise.errors import CitewiseError, DocumentError, SourceError, StoreUnavailableError
 from citewise.index.blobs import BlobStore, blob_key
 from citewise.index.catalog import (
     Catalog,
@@ -68,6 +68,7 @@ from citewise.ingest.overlap import Writer
 from citewise.ingest.parse import document_text
 from citewise.ingest.progress import ProgressSink, SilentProgress
 from citewise.ingest.redact import redact_document
+from citewise.ingest.space import DiskSpace
 from citewise.ingest.state import IndexSignature, SourceState
 from citewise.ingest.swap import VersionSwap
 from citewise.types import CODE_MEDIA_TYPE, Chunk, SourceDocument
@@ -133,6 +134,7 @@ class IngestPipeline:
         sparse: Bm25Encoder,
         chunk_max_tokens: int = 200,
         work_dir: Path | None = None,
+        min_free_bytes: int = 0,
     ) -> None:
         self.catalog = catalog
         self.index = index
@@ -141,6 +143,8 @@ class IngestPipeline:
         self.sparse = sparse
         # Where connectors may keep working files (a git clone); the data folder in production.
         self.work_dir = work_dir or Path("data")
+        # Room kept free on the data folder's disk (space.py: the index cannot fail cleanly).
+        self.space = DiskSpace(self.work_dir, min_free_bytes)
         self.chunkers = Chunkers(dense.count_tokens, chunk_max_tokens)
         self.signature = IndexSignature(self.chunkers, dense.model_id, sparse.version)
         self.swap = VersionSwap(catalog, index, blobs)
@@ -188,9 +192,9 @@ class IngestPipeline:
         metrics.INGEST_RUNNING.inc()
         try:
             _, incomplete = self.prepare_index()
-        except BaseException:
+        except BaseException as e:
             metrics.INGEST_RUNNING.dec()
-            raise
+            return self._not_started(report, started, e)
         state = SourceState(self.catalog, source, self.signature, incomplete=incomplete)
         held: list[_Prepared] = []  # emptied documents, written only if the brake allows
 
@@ -257,12 +261,8 @@ class IngestPipeline:
                 # Documents that failed are read again next run, whatever the source says changed.
                 state.finish_sync(report.cursor or {},
                                   [e for e, _ in report.errors if e] + report.retry)
-            if counts.updated or counts.deleted:
-                # Replaced and deleted points are only tombstoned until the engine compacts.
-                self.index.optimize()
-            else:
-                self.index.flush()  # a finished run is on disk, not only in the engine's log
-        except SourceError as e:
+            self._settle_index(counts)
+        except (SourceError, StoreUnavailableError) as e:  # said in full: no traceback
             report.status, report.message = "failed", str(e)
             log.error("ingest of %s failed: %s", source, e)
         except CitewiseError as e:
@@ -343,6 +343,25 @@ class IngestPipeline:
                 hint="if the deletions are real, run again with --force",
             )
 
+    def _settle_index(self, counts: RunCounts) -> None:
+        if counts.updated or counts.deleted:
+            # Replaced and deleted points are only tombstoned until the engine compacts, which
+            # rewrites segments: only with room on the disk.
+            self.space.check("compacting the index")
+            self.index.optimize()
+        else:
+            self.index.flush()  # a finished run is on disk, not only in the engine's log
+
+    def _not_started(self, report: RunReport, started: float, e: BaseException) -> RunReport:
+        """A run whose recovery of the last one failed (its blob store down, its disk full):
+        recorded as failed, and said; anything else goes on up."""
+        if not isinstance(e, StoreUnavailableError):
+            raise e
+        report.status, report.message = "failed", str(e)
+        log.error("ingest of %s failed: %s", report.source, e)
+        self._finish(report, started)
+        return report
+
     def _note_healthy_size(self, source: str, state: SourceState, force: bool) -> None:
         """A source's healthy size grows with it, and is reset by a forced run."""
         now_count = self.catalog.count_documents(source, with_content=True)
@@ -352,7 +371,11 @@ class IngestPipeline:
 
     def _finish(self, report: RunReport, started: float) -> None:
         report.seconds = time.monotonic() - started
-        self.catalog.finish_run(report.run_id, report.counts, report.status, report.message)
+        try:
+            self.catalog.finish_run(report.run_id, report.counts, report.status, report.message)
+        except StoreUnavailableError as e:
+            # A full disk may refuse even this; the next run marks this one interrupted.
+            log.error("could not record the end of ingest run %d: %s", report.run_id, e)
         metrics.INGEST_RUNS.labels(report.source, report.status).inc()
         log.info("ingest %s", report.summary())
 
@@ -446,6 +469,7 @@ class IngestPipeline:
         ]
         if not texts:
             return texts, []
+        self.space.check("caching embeddings")
         before = self.dense.embedded_count
 
         def on_progress(n: int) -> None:
@@ -462,9 +486,12 @@ class IngestPipeline:
         offset = 0
         for p in prepared:
             n = len(p.chunks)
+            self.space.check(f"writing {p.doc.external_id}")
             try:
                 self._write_document(source, p, texts[offset : offset + n],
                                      vectors[offset : offset + n])
+            except StoreUnavailableError:
+                raise  # every other document would fail alike: the run stops
             except CitewiseError as e:
                 # A backend error on one document: keep its old version, go on with the rest.
                 self._fail(source, report, p.doc.external_id, str(e))
@@ -503,6 +530,7 @@ class IngestPipeline:
             size_bytes=len(doc.content),
             updated_at=doc.updated_at.astimezone(UTC).isoformat() if doc.updated_at else None,
             link_template=doc.link_template,
+            body_line_offset=doc.body_line_offset,
         )
         points = self._points(record, p.chunks, texts, vectors)
         self.swap.write(record, p.chunks, points, doc.content, p.previous, p.outline)

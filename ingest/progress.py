@@ -37,8 +37,10 @@ class SilentProgress:
 class TerminalProgress:
     """A tqdm bar when stderr is a terminal; a log line every ``every`` seconds otherwise."""
 
-    def __init__(self, source: str, total: int | None = None, every: float = 10.0) -> None:
+    def __init__(self, source: str, total: int | None = None, every: float = 10.0,
+                 verb: str = "ingest") -> None:
         self.source = source
+        self.verb = verb
         self.done = 0
         self.embedded = 0
         self.every = every
@@ -47,7 +49,7 @@ class TerminalProgress:
         if sys.stderr.isatty():
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, desc=f"ingest {source}", unit="doc", leave=True)
+            self._bar = tqdm(total=total, desc=f"{verb} {source}", unit="doc", leave=True)
 
     def start(self, total: int | None) -> None:
         if self._bar is not None and total is not None:
@@ -69,8 +71,8 @@ class TerminalProgress:
     def _maybe_log(self) -> None:
         if self._bar is None and time.monotonic() - self._last >= self.every:
             self._last = time.monotonic()
-            log.info("%s: %d documents done, %d chunks embedded", self.source, self.done,
-                     self.embedded)
+            log.info("%s %s: %d documents done, %d chunks embedded", self.verb, self.source,
+                     self.done, self.embedded)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -29,12 +29,21 @@ class IndexSignature:
     """What a document's chunks and vectors depend on besides its bytes.
 
     The chunker's version, the chunk size, the dense model and the BM25 encoder. The chunker goes
-    in per kind of document, so a new code chunker re-chunks code, not every page.
+    in per kind of document, so a new code chunker re-chunks code, not every page. ``settings``
+    says the same as data: what `citewise reindex` records for the index it builds
+    (``ingest/reindex.py``).
     """
 
     def __init__(self, chunkers: Chunkers, dense_model_id: str, sparse_version: str) -> None:
         self._chunkers = chunkers
         self._base = "|".join([str(chunkers.max_tokens), dense_model_id, sparse_version])
+        self.settings = {
+            "chunk_max_tokens": chunkers.max_tokens,
+            "embedding_model": dense_model_id,
+            "bm25": sparse_version,
+            "chunkers": sorted({chunkers.default.version,
+                                *(c.version for c in chunkers.by_media_type.values())}),
+        }
 
     def __call__(self, media_type: str) -> str:
         return f"{self._chunkers.for_media_type(media_type).version}|{self._base}"

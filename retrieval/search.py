@@ -9,7 +9,8 @@ The points of a document swap in progress are excluded inside the queries, and h
 document version is not the catalog's live version are dropped after them (the page is then
 filled up again): that is what makes re-ingesting a document atomic for readers (see
 ``ingest/swap.py``). It is a consistency check, not a permission check: permissions never
-depend on it.
+depend on it. The same check keeps every search on one index generation while `citewise
+reindex` switches to a new one (``index/generations.py``).
 """
 
 from __future__ import annotations
@@ -23,14 +24,16 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from citewise import metrics
-from citewise.errors import InvalidRequestError
+from citewise.errors import BackendError, InvalidRequestError
 from citewise.index.catalog import Catalog
 from citewise.index.dense import DenseEncoder, embedding_text
+from citewise.index.generations import moved, pinned
 from citewise.index.payload import ChunkPayload
 from citewise.index.sparse import Bm25Encoder
-from citewise.index.vector_index import IndexFilter, VectorHit, VectorIndex
+from citewise.index.vector_index import IndexFilter, SparseVector, VectorHit, VectorIndex
 from citewise.retrieval.fusion import FusionConfig, fuse
 from citewise.retrieval.rerank import Reranker, RerankError
+from citewise.retrieval.synonyms import Synonyms
 from citewise.types import Identity, SearchFilters
 
 log = logging.getLogger("citewise.search")
@@ -39,8 +42,12 @@ MAX_TOP_K = 100
 
 SearchMode = Literal["hybrid", "dense", "sparse"]
 MAX_QUERY_CHARS = 2000
+# The weight of a spelled-out synonym in the BM25 query (the question's own terms weigh 1).
+SYNONYM_WEIGHT = 0.5
 # How many times a page short of live hits is asked for again, each time four times deeper.
 _REFILLS = 3
+# How many index generations one search may try when the live one changes under it.
+_SWITCHES = 3
 
 
 class Passage(BaseModel):
@@ -97,6 +104,7 @@ class SearchService:
         max_top_k: int = MAX_TOP_K,
         reranker: Reranker | None = None,
         rerank_candidates: int = 20,
+        synonyms: Synonyms | None = None,
     ) -> None:
         self.catalog = catalog
         self.index = index
@@ -109,6 +117,8 @@ class SearchService:
         # Optional (off by default): reorders the best ``rerank_candidates`` fused chunks.
         self.reranker = reranker
         self.rerank_candidates = rerank_candidates
+        # On-call shorthand spelled out ("pg" -> postgres): added to the query, never replacing it.
+        self.synonyms = synonyms if synonyms is not None else Synonyms()
         self._query_vectors: OrderedDict[str, list[float]] = OrderedDict()
         self._cache_lock = Lock()
 
@@ -124,6 +134,21 @@ class SearchService:
             while len(self._query_vectors) > 1024:
                 self._query_vectors.popitem(last=False)
         return vec
+
+    def sparse_query(self, query: str) -> SparseVector:
+        """The BM25 query: the question's own terms at full weight, what its shorthand stands
+        for ("pg" -> postgres) at half, so that a spelled-out word helps a passage without
+        outweighing the words the engineer actually typed."""
+        vector = self.sparse.embed_query(query)
+        more = self.synonyms.additions(query)
+        if not more:
+            return vector
+        weights = dict(zip(vector.indices, vector.values, strict=True))
+        extra = self.sparse.embed_query(" ".join(more))
+        for i in extra.indices:
+            weights.setdefault(i, SYNONYM_WEIGHT)
+        ids = sorted(weights)
+        return SparseVector(ids, [weights[i] for i in ids])
 
     def corpus_has(self, word: str, identity: Identity) -> bool:
         """Whether any passage ``identity`` may read contains ``word`` (as BM25 reads it)."""
@@ -173,14 +198,43 @@ class SearchService:
         # again, so such points never cost the caller a result.
         index_filter.exclude_ids = self.catalog.stale_point_ids()
         wanted = max(top_k, self.rerank_candidates) if self.reranker else top_k
+        current = self._live_hits(query, index_filter, wanted, mode, fusion or self.fusion)
+        results = [SearchResult.from_hit(h) for h in current[:wanted]]
+        if self.reranker is not None:
+            results = self._rerank(query, results)[:top_k]
+        metrics.SEARCH_LATENCY.observe(time.perf_counter() - started)
+        return results
+
+    def _live_hits(self, query: str, index_filter: IndexFilter, wanted: int, mode: SearchMode,
+                   fusion: FusionConfig) -> list[VectorHit]:
+        """Hits of one index generation (``index/generations.py``), all of the catalog's live
+        versions. A search that straddles a switch to a new generation (``citewise reindex``)
+        is asked again of the new one: its hits would all be dropped as replaced versions, or
+        its generation dropped under it."""
+        for attempt in range(1, _SWITCHES + 1):
+            with pinned(self.index) as (generation, index):
+                try:
+                    hits = self._versioned_hits(index, query, index_filter, wanted, mode, fusion)
+                except BackendError:
+                    if attempt == _SWITCHES or not moved(self.index, generation):
+                        raise
+                    continue
+            # The catalog's versions were read before this: if the pointer has not moved
+            # since, they are the versions of ``generation``, and so are the hits.
+            if not moved(self.index, generation):
+                break
+        return hits
+
+    def _versioned_hits(self, index: VectorIndex, query: str, index_filter: IndexFilter,
+                        wanted: int, mode: SearchMode, fusion: FusionConfig) -> list[VectorHit]:
         limit = wanted + 10
         for _ in range(_REFILLS):
             if mode == "hybrid":
-                hits = self._hybrid(query, index_filter, limit, fusion or self.fusion)
+                hits = self._hybrid(index, query, index_filter, limit, fusion)
             else:
                 vector = (self.query_vector(query) if mode == "dense"
-                          else self.sparse.embed_query(query))
-                hits = self.index.search(vector, filter=index_filter, limit=limit)
+                          else self.sparse_query(query))
+                hits = index.search(vector, filter=index_filter, limit=limit)
             # Break score ties by id so that the same query always returns the same results.
             hits.sort(key=lambda h: (-h.score, h.id))
             live = self.catalog.current_versions(h.payload.document_id for h in hits)
@@ -188,11 +242,7 @@ class SearchService:
             if len(current) >= wanted or len(hits) < limit:
                 break
             limit *= 4
-        results = [SearchResult.from_hit(h) for h in current[:wanted]]
-        if self.reranker is not None:
-            results = self._rerank(query, results)[:top_k]
-        metrics.SEARCH_LATENCY.observe(time.perf_counter() - started)
-        return results
+        return current
 
     def _rerank(self, query: str, results: list[SearchResult]) -> list[SearchResult]:
         passages = [embedding_text(r.title, r.heading, r.text) for r in results]
@@ -206,13 +256,13 @@ class SearchService:
             r.score = round(float(score), 6)
         return sorted(results, key=lambda r: -r.score)
 
-    def _hybrid(self, query, index_filter, limit, fusion) -> list[VectorHit]:
+    def _hybrid(self, index, query, index_filter, limit, fusion) -> list[VectorHit]:
         # Each list goes deeper than the page: a chunk ranked 30th by both methods can belong
         # in the fused top 10. The permission filter is inside both queries.
         depth = max(self.prefetch, limit)
-        dense_hits = self.index.search(self.query_vector(query), filter=index_filter, limit=depth)
-        sparse_hits = self.index.search(
-            self.sparse.embed_query(query), filter=index_filter, limit=depth
+        dense_hits = index.search(self.query_vector(query), filter=index_filter, limit=depth)
+        sparse_hits = index.search(
+            self.sparse_query(query), filter=index_filter, limit=depth
         )
         return fuse(dense_hits, sparse_hits, fusion)[:limit]
 

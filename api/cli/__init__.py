@@ -1,5 +1,5 @@
 """The ``citewise`` command: ingest, search, ask, serve, sources, eval, keys, usage, audit,
-feedback, verify, backup, restore, the MCP server and the Slack bot.
+feedback, verify, backup, restore, reindex, the MCP server and the Slack bot.
 
 Every command reads settings from ``CITEWISE_*`` environment variables and the config file
 (``./citewise.toml`` or ``--config``). When ``citewise serve`` holds the embedded index, the
@@ -17,6 +17,7 @@ from citewise.api.cli import (  # noqa: F401  (registers)
     maintenance,
     mcp,
     query,
+    reindex,
     serve,
     slack,
     sources,

@@ -43,8 +43,9 @@ from citewise.errors import CitewiseError
 
         \b
         Exit status: 0 all documents indexed, 3 some documents failed (see summary),
-        1 the run failed (source unreadable, bad settings), 2 usage error,
-        4 another run holds the lock (nothing was done).
+        1 the run failed (source unreadable, bad settings, the data folder's disk full,
+        the blob store not answering), 2 usage error, 4 another run holds the lock
+        (nothing was done).
         """
     )
 )

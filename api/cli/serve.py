@@ -80,6 +80,15 @@ def serve(obj: Context, host: str | None, port: int | None,
     problem = check(services.catalog, services.index).problem()
     if problem:
         log.error("index check: %s", problem)
+    from citewise.ingest.reindex import stale_documents
+
+    stale = stale_documents(services.catalog, services.pipeline.signature)
+    if stale:
+        # Serving the index as it is stays right (the model is checked above); rebuilding it
+        # in place would mix old and new chunks until done. Said, not done.
+        log.warning("%d documents were indexed with other settings (chunk size or chunker) "
+                    "than this server's: run `citewise reindex` to rebuild the index with them "
+                    "beside the live one, which keeps serving meanwhile", stale)
     operator_token = secrets.token_urlsafe(32)
     try:
         app = create_app(settings, services, operator_token=operator_token, bind_host=host)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from citewise.errors import BackendError
+from citewise.errors import BackendError, StoreUnavailableError
 from citewise.index.blobs import LocalBlobStore, S3BlobStore, blob_key
 from tests.kb import folder_source
 
@@ -55,6 +55,8 @@ def test_s3_missing_bucket_is_a_clear_error(s3_server):
         store.put(b"data")
     assert "no-such-bucket" in err.value.message
     assert "CITEWISE_S3" in err.value.hint
+    # Every blob would fail alike: an ingest run stops at this one.
+    assert isinstance(err.value, StoreUnavailableError)
 
 
 def test_pipeline_stores_raw_bytes_in_s3(make_services, kb, s3_server, s3_bucket):

@@ -55,7 +55,7 @@ def test_an_index_refuses_a_query_model_it_was_not_built_with(tmp_path, kb, endp
     with pytest.raises(ConfigError) as raised:
         build_services(remote_settings(tmp_path, endpoint, embedding_dim=384))
     assert "all-MiniLM-L6-v2" in raised.value.message
-    assert "same model" in raised.value.message and "ingest --all" in raised.value.hint
+    assert "same model" in raised.value.message and "citewise reindex" in raised.value.hint
 
 
 def test_a_remote_model_needs_its_name(tmp_path):

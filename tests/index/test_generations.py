@@ -1,0 +1,98 @@
+"""The live index follows the catalog's pointer (index/generations.py), on both backends' stores.
+
+No model: synthetic vectors of dimension 4. What `citewise reindex` does around it is tested in
+tests/ingest/test_reindex.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+from qdrant_client import QdrantClient
+
+from citewise.errors import BackendError
+from citewise.index.catalog import Catalog
+from citewise.index.generations import (
+    EMBEDDING_MODEL,
+    LIVE,
+    LiveIndex,
+    moved,
+    next_generation,
+    pinned,
+)
+from citewise.index.payload import ChunkPayload
+from citewise.index.qdrant_edge_index import EdgeIndexStore
+from citewise.index.qdrant_server_index import ServerIndexStore
+from citewise.index.vector_index import ChunkPoint, IndexFilter, SparseVector
+
+pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
+DIM = 4
+
+
+def _point(n: int, document: str) -> ChunkPoint:
+    return ChunkPoint(id=f"00000000-0000-0000-0000-{n:012d}", dense=[1.0, 0.0, 0.0, float(n)],
+                      sparse=SparseVector([1], [1.0]),
+                      payload=ChunkPayload(document_id=document, version="v", source="s",
+                                           readers=["public"]))
+
+
+@pytest.fixture(params=["edge", "server"])
+def store(request, tmp_path):
+    if request.param == "edge":
+        return EdgeIndexStore(tmp_path / "data" / "qdrant", DIM)
+    return ServerIndexStore(QdrantClient(path=str(tmp_path / "qdrant-server")), "citewise", DIM)
+
+
+def test_the_live_index_follows_the_pointer_and_drops_the_old_generation(tmp_path, store):
+    catalog = Catalog(tmp_path / "catalog.db")
+    live = LiveIndex(catalog, store)
+    live.upsert([_point(1, "old")])
+    new = store.open("g2")
+    new.upsert([_point(2, "new"), _point(3, "new")])
+    new.close()
+    assert sorted(store.names()) == ["", "g2"]
+
+    with pinned(live) as (generation, index):
+        assert generation == ""
+        catalog.set_meta(LIVE, "g2")  # what the switch transaction does, among other things
+        assert moved(live, generation)
+        # Another call moves to the new generation; this one keeps the old until it is done.
+        assert live.count() == 2 and live.generation == "g2"
+        assert index.count() == 1
+        assert "" in store.names()
+    assert store.names() == ["g2"]  # closed and dropped once its last call returned
+    hits = live.search([1.0, 0.0, 0.0, 0.0], filter=IndexFilter(readers=["public"]), limit=5)
+    assert {h.payload.document_id for h in hits} == {"new"}
+    live.close()
+    catalog.close()
+
+
+def test_a_generation_of_another_model_is_refused_with_what_to_do(tmp_path, store):
+    catalog = Catalog(tmp_path / "catalog.db")
+    catalog.set_meta(EMBEDDING_MODEL, "model-a")
+    live = LiveIndex(catalog, store, expected_model="model-a")
+    assert live.count() == 0
+    store.open("g2").close()
+    with catalog.transaction():
+        catalog.set_meta(LIVE, "g2")
+        catalog.set_meta(EMBEDDING_MODEL, "model-b")
+    with pytest.raises(BackendError, match="model-b") as raised:
+        live.count()
+    assert "restart" in raised.value.hint
+    live.close()
+    catalog.close()
+
+
+def test_generation_names():
+    assert next_generation("") == "g2"
+    assert next_generation("g2", "", "g7") == "g8"
+    assert next_generation("g3", "other") == "g4"
+
+
+def test_the_edge_store_leaves_a_folder_another_opener_holds(tmp_path):
+    store = EdgeIndexStore(tmp_path / "qdrant", DIM)
+    held = store.open("g2")
+    assert store.drop("g2") is False and (tmp_path / "qdrant-g2").is_dir()
+    held.close()
+    assert store.drop("g2") is True and not (tmp_path / "qdrant-g2").exists()
+    (tmp_path / "qdrant-local").mkdir()  # not a generation: never listed, never dropped
+    assert store.names() == []
