@@ -31,6 +31,7 @@ from citewise.index.sparse import tokenize
 from citewise.retrieval.answering.model import AnswerBlock, Citation, CodeSnippet, Step
 from citewise.retrieval.answering.question import Question
 from citewise.retrieval.search import SearchResult, line_link
+from citewise.retrieval.synonyms import BUILT_IN_SYNONYMS
 
 ACTION_HEADING = re.compile(
     r"(mitigat|remediat|resolut|resolv|\bfix|steps|procedure|recover|restor|roll ?back|"
@@ -39,7 +40,7 @@ ACTION_HEADING = re.compile(
 MEANING_HEADING = re.compile(r"(alert|meaning|means|summary|overview|what|description|about)",
                              re.I)
 DEFINITION_HEADING = re.compile(r"(what is|overview|summary|introduction|about|glossary|"
-                                r"definition|background|concepts?)", re.I)
+                                r"definition|background|concepts?|meaning)", re.I)
 LISTING = re.compile(r"^\s*(what|which) are\b|^\s*(list|name) (the|all)\b", re.I)
 SKIP_HEADING = re.compile(r"^(related|see also|references|further reading|links|"
                           r"related (alerts|links|runbooks|documents|pages)( and links)?)\b", re.I)
@@ -60,13 +61,23 @@ QUANTITY = re.compile(r"\bhow (long|many|much|often|big|large|soon|fast|frequent
                       r"min(imum)?|values?|size|quota|retention|interval|port|sla|slo|deadline|"
                       r"number of|cap|latest|earliest|version)\b", re.I)
 _NUMBER = re.compile(r"(?<![\w.-])\d+([.:,]\d+)*\s*(%|[a-zA-Z]{0,8})(?![\w-])")
+# "How often": a sentence that gives a frequency in words says it too.
+_FREQUENCY = re.compile(r"\b(every|each|once an?|twice an?|per) (day|night|week|month|hour|"
+                        r"minute|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+                        r"morning|evening|weekday|sprint|quarter|year)\b|\b(daily|nightly|"
+                        r"hourly|weekly|monthly|yearly|annually)\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])")
 _VALUE = re.compile(r"\d|`")
 LEXICAL_WEIGHT = 0.2
 # Search ranked the documents on more than one sentence can show (title, whole sections, BM25
 # over the corpus): a unit of the best document starts a little ahead.
 TOP_DOCUMENT_BONUS = 0.05
+SECTION_LEXICAL_WEIGHT = 0.3
+SPANNED_SECTION_SHARE = 0.5
+ASKED_VERB_BONUS = 0.4
+WHOLE_DOCUMENT_SECTIONS = 12
 MAX_STEPS = 10
+MAX_SUBSTEPS = 8
 MAX_STEP_CHARS = 3500
 MAX_SENTENCE_CHARS = 500
 
@@ -183,11 +194,18 @@ class Composer:
         for r in ev.results:
             if r.document_id != doc_id:
                 continue
-            section = outline.section_at(r.start_line)
-            if section is None:
-                continue
-            i = outline.sections.index(section)
-            out[i] = max(out.get(i, 0.0), ev.relevance.get(r.chunk_id, r.score))
+            relevance = ev.relevance.get(r.chunk_id, r.score)
+            # The section the chunk starts in, and every section that starts inside it: a
+            # chunk packs short sections together, and the hit is in all of them.
+            # chunk packs short sections together, and the hit may be in any of them (which
+            # one, the chunk cannot say: the later ones count half).
+            first = outline.section_at(r.start_line)
+            for i, s in enumerate(outline.sections):
+                if s is first:
+                    out[i] = max(out.get(i, 0.0), relevance)
+                elif (r.start_line is not None and r.end_line is not None
+                      and s.start_line is not None and r.start_line < s.start_line <= r.end_line):
+                    out[i] = max(out.get(i, 0.0), SPANNED_SECTION_SHARE * relevance)
         return out
 
     def _steps(self, q: Question, ev: Evidence) -> Composed | None:
@@ -219,12 +237,23 @@ class Composer:
         hits fall, and only among sections that hold steps or commands."""
         outline = ev.outlines[doc_id]
         hits = self._hit_sections(ev, doc_id)
-        asked = set(tokenize(q.text))
+        asked = set(tokenize(q.words))
+        # A mitigation written as one paragraph ("Deleting an incorrect Endpoint should
+        # trigger its recreation") is what to do all the same.
+        candidates = [(i, s) for i, s in enumerate(outline.sections)
+                      if s.level and not SKIP_HEADING.match(s.title)
+                      and (_has_procedure(outline, s) or _is_remedy(s))]
+        # The words of the question the section's text uses ("bounce it": the section that
+        # says restart), weighted by how rare they are among the candidates.
+        texts = [_section_text(outline, s) for _, s in candidates]
+        lexical = _lexical(q.words, texts)
+        # "how do I safely bounce it": the section that says restart is the one that does it.
+        verbs = _asked_verbs(q)
         ranked: list[tuple[float, int]] = []
-        for i, s in enumerate(outline.sections):
-            if not s.level or SKIP_HEADING.match(s.title) or not _has_procedure(outline, s):
-                continue
-            score = 0.0
+        for (i, s), shared, text in zip(candidates, lexical, texts, strict=True):
+            score = SECTION_LEXICAL_WEIGHT * float(shared)
+            if verbs and verbs & set(tokenize(text)):
+                score += ASKED_VERB_BONUS
             diagnosing = bool(DIAGNOSE.search(q.text))
             if ACTION_HEADING.search(s.title):
                 score += 0.5 if diagnosing else 1.0
@@ -240,6 +269,8 @@ class Composer:
             elif re.search(r"diagnos|investigat|triage|check|before you|prerequisite",
                            s.title, re.I):
                 score -= 0.3  # steps that find the cause or prepare, not the ones that fix it
+            if MEANING_HEADING.search(s.title) and not ACTION_HEADING.search(s.title):
+                score -= 0.5  # what the alerts mean is said first; it is not what to do
             if score > 0.3:
                 ranked.append((score, i))
         ranked.sort(key=lambda x: (-x[0], x[1]))
@@ -272,13 +303,14 @@ class Composer:
                          or all(STEP_HEADING.match(s.title) for s in subs)):
                 steps = [self._section_step(ev, s) for s in subs]
             else:
-                return self._section_in_order(ev, doc_id, section, cites)
+                return self._section_in_order(ev, doc_id, section, cites,
+                                              need_code=not _is_remedy(section))
         steps = [s for s in steps if s is not None and s.text]
         if not steps:
             return []
         kept, used = [], 0
         for s in steps:
-            size = len(s.text) + sum(len(c.text) for c in s.code)
+            size = len(s.text) + sum(len(c.text) for c in s.code) + sum(len(n) for n in s.notes)
             if kept and (len(kept) >= MAX_STEPS or used + size > MAX_STEP_CHARS):
                 break
             kept.append(s)
@@ -314,7 +346,17 @@ class Composer:
         text = title + (f": {paragraphs[0]}" if paragraphs else "")
         if _hides(ev, text):
             return None
-        return Step(text=text, code=code)
+        # A step that is a procedure of its own ("1. Issue a new token" and its six clicks):
+        # its first list, under it.
+        first = next((b for b in section.blocks if b.kind == "list" and b.items), None)
+        notes = []
+        if first is not None:
+            for k, item in enumerate(first.items[:MAX_SUBSTEPS], 1):
+                if not _hides(ev, item.text):
+                    notes.append(f"{k}. {item.text}" if first.ordered else f"- {item.text}")
+            if len(first.items) > MAX_SUBSTEPS:
+                notes.append(f"({len(first.items) - MAX_SUBSTEPS} more in the source)")
+        return Step(text=text, code=code, notes=notes)
 
     def _section_in_order(self, ev: Evidence, doc_id: str, section: Section,
                           cites: _Citations, *, need_code: bool = True) -> list[AnswerBlock]:
@@ -380,7 +422,7 @@ class Composer:
 
     def _table_row(self, q: Question, ev: Evidence) -> Composed | None:
         """The table row whose cells share the question's rarer words, with its headers."""
-        terms = _content_words(q.text)
+        terms = _content_words(q.words)
         best, best_score = None, 0.0
         for doc_id in self._documents(ev):
             outline = ev.outlines[doc_id]
@@ -472,11 +514,16 @@ class Composer:
     def _definition(self, q: Question, ev: Evidence) -> Composed | None:
         """The paragraph, list item or table row (with its headers) that defines the term."""
         candidates = []
-        for doc_id in self._documents(ev, limit=2):
+        for rank, doc_id in enumerate(self._documents(ev, limit=2)):
             outline = ev.outlines[doc_id]
             hits = self._hit_sections(ev, doc_id)
+            # The best document is read whole when it is short: a term is often defined in a
+            # list the search hit only sits next to ("`yellow` - at least one replica ...").
+            whole = rank == 0 and len(outline.sections) <= WHOLE_DOCUMENT_SECTIONS
             for i, s in enumerate(outline.sections):
-                if i not in hits and not DEFINITION_HEADING.search(s.title):
+                if not whole and i not in hits and not DEFINITION_HEADING.search(s.title):
+                    continue
+                if SKIP_HEADING.match(s.title):
                     continue
                 for b in s.blocks:
                     for text in _units_of(b, paragraphs_whole=True):
@@ -487,10 +534,12 @@ class Composer:
             return None
         scores = self.score([embedding_text(ev.records[d].title, s.path, t)
                              for d, s, b, t in candidates])
-        lexical = _lexical(q.text, [t for *_, t in candidates])
+        lexical = _lexical(q.words, [t for *_, t in candidates])
+        rarest = _rarest_subject(q, [t for *_, t in candidates])
         first_doc = candidates[0][0]
         scores = scores + LEXICAL_WEIGHT * lexical + np.array(
-            [_name_bonus(q, t) + _subject_bonus(q, s.title, t)
+            [_name_bonus(q, t) + _subject_bonus(q, s.title, t, rarest)
+             + _defining_bonus(s.title, t)
              + (TOP_DOCUMENT_BONUS if d == first_doc else 0.0) for d, s, _b, t in candidates])
         k = int(np.argmax(scores))
         doc_id, s, b, text = candidates[k]
@@ -517,8 +566,10 @@ class Composer:
             return self._chunk_sentences(q, ev, limit)
         scores = self.score([embedding_text(ev.records[d].title, s.path, t)
                              for d, s, b, t in units])
-        lexical = _lexical(q.text, [t for *_, t in units])
+        lexical = _lexical(q.words, [t for *_, t in units])
+        rarest = _rarest_subject(q, [t for *_, t in units])
         quantity = QUANTITY.search(q.text)
+        often = re.search(r"\bhow (often|frequently)\b", q.text, re.I)
         # The attribute asked for by name ("values", "expiry", "retention"), as tokens.
         attribute = {w for m in QUANTITY.finditer(q.text) if m.group(3)
                      for w in tokenize(m.group(3))}
@@ -531,10 +582,14 @@ class Composer:
             bonus += _name_bonus(q, t)
             if q.kind == "fact" and _VALUE.search(t):
                 bonus += 0.05
-            if quantity and _NUMBER.search(t):
+            if quantity and (_NUMBER.search(t) or often and _FREQUENCY.search(t)):
                 bonus += 0.1  # "how long", "what expiry": a sentence with a number says it
                 if attribute and attribute & set(tokenize(t)):
                     bonus += 0.1  # "the values are 250:30:300" for "what values"
+                    if _states_value(attribute, t):
+                        bonus += 0.1  # ... and says it: "the values are <value>"
+            if q.kind == "fact":
+                bonus += _subject_bonus(q, "", t, rarest) / 2
             ranked.append((float(scores[k]) + bonus, k))
         ranked.sort(reverse=True)
         best = ranked[0][0]
@@ -693,14 +748,49 @@ _GENERIC = frozenset("""mean means meaning actually exactly point purpose used u
 thing stand stands does define definition explain""".split())
 
 
-def _subject_bonus(q: Question, heading: str, text: str) -> float:
+def _states_value(attribute: set[str], text: str) -> bool:
+    """Whether ``text`` states the attribute's value: "the values are 250:30:300",
+    "timeout = 30s", "expiry: 24 hours"."""
+    for m in re.finditer(r"([A-Za-z_]+)\s*(?:is|are|was|of|=|:)\s*`?[\d]", text):
+        if attribute & set(tokenize(m.group(1))):
+            return True
+    return False
+
+
+def _rarest_subject(q: Question, texts: list[str]) -> set[str]:
+    """The question's subject words that the fewest candidate units use: in "es cluster health
+    yellow, what does that mean" it is "yellow", not "cluster", that tells the units apart."""
+    subject = _content_words(q.text) - _GENERIC
+    bags = [_content_words(t) for t in texts]
+    df = {w: sum(w in bag for bag in bags) for w in subject}
+    used = [n for n in df.values() if n]
+    return {w for w, n in df.items() if n and n == min(used)} if used else set()
+
+
+_DEFINES = re.compile(r"\b(is|are) (responsible for|used (to|for)|an?|the)\b|\brefers? to\b|"
+                      r"\bstands? for\b|\bmeans\b|^\W*\w+\W*\s+[-–—:]\s", re.I)
+
+
+def _defining_bonus(heading: str, text: str) -> float:
+    """A unit under a Meaning or Overview heading, or worded as a definition ("X is responsible
+    for", "`yellow` - all primary shards ..."), defines rather than mentions."""
+    bonus = 0.05 if DEFINITION_HEADING.search(heading) else 0.0
+    if _DEFINES.search(" ".join(text.split()[:12])):
+        bonus += 0.05
+    return bonus
+
+
+def _subject_bonus(q: Question, heading: str, text: str,
+                   rarest: set[str] | None = None) -> float:
     """A unit that is about the term asked after: it opens with it ("`buildchecker` will lock
-    ..."), or its section is named after it."""
+    ..."), the more so with the term that sets it apart, or its section is named after it."""
     subject = _content_words(q.text) - _GENERIC
     if not subject:
         return 0.0
     opening = _content_words(" ".join(text.split()[:6]))
     bonus = 0.1 if subject & opening else 0.0
+    if rarest and rarest & opening:
+        bonus += 0.1
     if subject & _content_words(heading):
         bonus += 0.05
     return bonus
@@ -717,6 +807,49 @@ def _is_contents(outline: Outline, block: Block) -> bool:
     titles = [s.title.lower() for s in outline.sections if len(s.title) > 3]
     return bool(titles) and all(
         any(item.text.lower().startswith(t) for t in titles) for item in block.items)
+
+
+REMEDY_HEADING = re.compile(r"^(mitigation|remediation|resolution|fix|solution|workaround|"
+                            r"what to do|how to fix)\b", re.I)
+
+
+_HOW_DO_I = re.compile(r"\bhow (?:do|can|should|would|to)(?: (?:i|we|you))?(?: \w+ly)? "
+                       r"([a-z][a-z-]+)", re.I)
+_VAGUE_VERBS = frozenset(tokenize("do fix get make handle deal solve sort resolve go use work "
+                                  "find see know tell check it this that"))
+
+
+def _asked_verbs(q: Question) -> set[str]:
+    """The verb of "how do I <verb>" and what it stands for, as BM25 terms: "bounce" and
+    "restart". Vague verbs (fix, handle, deal with) say nothing about which section."""
+    m = _HOW_DO_I.search(q.text)
+    if m is None:
+        return set()
+    verb = m.group(1).lower()
+    terms = set(tokenize(verb))
+    if not terms or terms & _VAGUE_VERBS:
+        return set()
+    for other in BUILT_IN_SYNONYMS.additions(verb):
+        terms |= set(tokenize(other))
+    return terms
+
+
+def _is_remedy(section: Section) -> bool:
+    """A section named for the fix that says it in prose."""
+    return bool(REMEDY_HEADING.match(section.title)) and any(
+        b.kind == "paragraph" and len(b.text.split()) >= 5 for b in section.blocks)
+
+
+def _section_text(outline: Outline, section: Section) -> str:
+    """A section's words and its subsections' (headings, prose, lists, code)."""
+    parts = []
+    for s in (section, *outline.subsections(section)):
+        parts.append(s.title)
+        for b in s.blocks:
+            parts.append(b.text if b.kind != "list" else
+                         " ".join(t for it in b.items for t in (it.text, *it.notes, *it.sub)
+                                  ) + " " + " ".join(c.text for it in b.items for c in it.code))
+    return "\n".join(parts)
 
 
 def _has_procedure(outline: Outline, section: Section) -> bool:

@@ -35,7 +35,11 @@ FACT = re.compile(
     r"endpoint|label|namespace|region|severity|tier|budget|cap|percentage)\b|"
     # "what expiry do we set", "what mode should the files have": a noun asked about
     r"what (?!steps?\b|procedure\b|process\b|else\b|now\b|happens\b)([a-z/-]+|%) "
-    r"(do|does|did|should|must|is|are|was|will|would|can) )", re.I)
+    r"(do|does|did|should|must|is|are|was|will|would|can) |"
+    # "what tool takes the snapshots", "what channel tells me": the thing is the answer
+    r"what (tool|team|service|command|script|file|metric|channel|person|role|job|dashboard|"
+    r"repo|repository|bucket|project|cluster|database|table|flag|setting|option|host|url|"
+    r"endpoint|email|address|alias|group) )", re.I)
 # "how do I see who is on call": the way to look a fact up is asked for, and the fact is wanted.
 LOOKUP = re.compile(r"\bhow (do|can|would) (i|we|you) (see|find( out)?|check|know|tell|look up|"
                     r"get|learn) (who|whom|which|when|how (many|long|much|often))\b", re.I)
@@ -45,8 +49,8 @@ FACT_PHRASE = re.compile(
     r"port|owner|sla|slo|threshold|limit|quota|timeout|expiry|retention|deadline|"
     r"cutoff|value|values)\b", re.I)
 DEFINITION = re.compile(
-    r"^\s*(what('s| is| are) the (point|purpose|use|job|role) of\b|"
-    r"what (is|are|'s) (a |an |the )?|what does .+ (mean|stand for|do)\b|define |"
+    r"^\s*(what('s|’s| is| are) the (point|purpose|use|job|role) of\b|"
+    r"what( is| are|'s|’s) (a |an |the )?|what does .+ (mean|stand for|do)\b|define |"
     r"meaning of |explain )", re.I)
 YESNO = re.compile(r"^\s*(is|are|does|do|can|should|will|has|have|was|were|did|may)\b", re.I)
 # A question that starts like one; a statement of trouble ("Builds wait ages...") does not, and
@@ -80,6 +84,14 @@ class Question:
     # dots): what the question is specifically about.
     names: list[str] = field(default_factory=list)
     fact_label: str | None = None  # owner, channel, port, severity: a field or column to show
+    # What its shorthand stands for ("bounce" -> restart, "pg" -> postgres): words a passage
+    # may use for what the question says (see ``retrieval/synonyms.py``).
+    synonyms: list[str] = field(default_factory=list)
+
+    @property
+    def words(self) -> str:
+        """The question's text with its synonyms: what passages are matched against."""
+        return f"{self.text} {' '.join(self.synonyms)}" if self.synonyms else self.text
 
     @property
     def wants_steps(self) -> bool:
@@ -116,7 +128,7 @@ def analyse(text: str) -> Question:
         kind = "fact"  # a noun phrase asked about: "sshd MaxStartups values on the fe nodes?"
     elif ACTION.search(text) or not asking:
         kind = "action"
-    elif DEFINITION.search(text):
+    elif any(DEFINITION.search(c) for c in clauses):
         kind = "definition"
     elif YESNO.search(text):
         kind = "yesno"

@@ -96,6 +96,7 @@ class AnswerService:
         """Search, decide whether to abstain, and compose the extractive answer: everything an
         answer needs before a model is asked. An abstention comes back as the ``Answer``."""
         q = analyse(question)
+        q.synonyms = self.search.synonyms.additions(question)
         results = self.search.search(question, identity, top_k=self.passages, filters=filters)
         results, decisions = _guard_passages(results, injection)
         if not results:

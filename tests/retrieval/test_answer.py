@@ -169,6 +169,87 @@ title: Catalog hygiene
 Catalog entries are reviewed by the platform team. Entries that nobody claims are archived
 after 90 days. Archived entries can be restored by any engineer.
 """
+# A mitigation that is one sentence of prose, under a Diagnosis with commands.
+MEMBERS = """
+---
+title: Gossip cluster members inconsistent
+---
+# GossipMembersInconsistent
+
+## Meaning
+
+At least one member of the gossip cluster cannot be found by its peers.
+
+## Diagnosis
+
+Compare the addresses the service lists with the pods that exist:
+
+```shell
+kubectl describe svc gossip-main
+kubectl get pod -o wide | grep gossip-main
+```
+
+## Mitigation
+
+Deleting the stale Endpoint makes the operator recreate it with the right pod address.
+"""
+# Steps that are subsections, each a procedure of its own.
+TOKENS = """
+---
+title: Partner API token expires soon
+---
+# Partner API token expires soon
+
+A partner's API token is about to expire; rotate it before the partner's calls start failing.
+
+## Rotate a partner API token
+
+### 1. Issue a new token
+
+1. Open the partner admin page.
+2. Pick the partner whose email matches the alert's `partner` label.
+3. Choose **Manage tokens**, then **Create token**.
+
+### 2. Update the secret the partner gateway reads
+
+1. Run the `gateway-sync-tokens` job.
+2. Revoke the old token on the Manage tokens page.
+"""
+# "bounce" is restart; "Steps to check" is where the search hit falls, the restart is below.
+METRICSD = """
+---
+title: Metricsd is down
+---
+# Metricsd is down
+
+## Steps to check
+
+1. Log in to `metrics-1.example.net` and check the service with `sv status metricsd`.
+2. If it is down, read `/var/log/metricsd/current`; it is usually a configuration error.
+
+## Working with metricsd
+
+1. Check the configuration first: `metricsd-check config /etc/metricsd.yml`.
+2. Reload the configuration: `sudo sv reload metricsd`.
+3. Restart the service after checking the configuration: `sudo sv restart metricsd`.
+"""
+# A value stated in one sentence, among sentences that mention the setting more.
+LIMITS = """
+---
+title: SSH connection limits on the git nodes
+---
+# SSH connection limits on the git nodes
+
+## What to do
+
+If connections are dropped at the top of the hour, raise MaxStartups in the git role of
+chef-repo. At this writing, the values are 250:30:300; raise them in small steps.
+
+## Additional context
+
+The MaxStartups alert counts SSH connections the load balancer closed before sshd answered on
+the git nodes, a stand-in for MaxStartups being reached on the git nodes.
+"""
 CODE = '''"""Ingest guards."""
 
 
@@ -196,6 +277,10 @@ def services(tmp_path_factory, dense):
     write(docs, "runbooks/compactor-restarts.md", COMPACTOR)
     write(docs, "wiki/orders-database-access.md", ORDERS_DB)
     write(docs, "wiki/catalog-hygiene.md", RETENTION)
+    write(docs, "runbooks/gossip-members.md", MEMBERS)
+    write(docs, "runbooks/partner-token-expiry.md", TOKENS)
+    write(docs, "runbooks/metricsd-down.md", METRICSD)
+    write(docs, "wiki/ssh-limits.md", LIMITS)
     repo = base / "repo"
     write(repo, "guards.py", CODE)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
@@ -292,6 +377,48 @@ def test_a_how_long_question_gets_the_sentence_with_the_number(services):
     assert a.kind == "fact"
     assert "90 days" in a.answer
     assert a.citations[0].path == "wiki/catalog-hygiene.md"
+
+
+def test_a_mitigation_in_one_sentence_is_what_to_do(services):
+    """A Mitigation section of prose alone is still the answer to "what do I do", rather than
+    the Diagnosis commands that happen to sit in a list."""
+    a = services.answers.answer("the gossip service lists an address no pod has anymore, a "
+                                "cluster peer is missing. what do i do", ANON)
+    assert a.citations[0].path == "runbooks/gossip-members.md"
+    assert "Deleting the stale Endpoint" in a.answer
+    assert a.citations[0].heading.endswith("Mitigation")
+    assert "kubectl describe" not in a.answer
+
+
+def test_steps_that_are_subsections_bring_their_own_steps(services):
+    a = services.answers.answer("partner api token expires soon, how do i rotate it?", ANON)
+    steps = next(b for b in a.blocks if b.type == "steps")
+    assert [s.text for s in steps.steps] == ["Issue a new token",
+                                             "Update the secret the partner gateway reads"]
+    assert steps.steps[0].notes == [
+        "1. Open the partner admin page.",
+        "2. Pick the partner whose email matches the alert's `partner` label.",
+        "3. Choose Manage tokens, then Create token."]
+    md = a.answer
+    assert md.index("Issue a new token") < md.index("Manage tokens") \
+        < md.index("Update the secret") < md.index("gateway-sync-tokens")
+
+
+def test_shorthand_finds_the_section_that_spells_it_out(services):
+    """ "bounce" is restart: the steps that restart, not the status checks the search hit
+    lands on."""
+    a = services.answers.answer("metricsd not running on metrics-1, how do i safely bounce it",
+                                ANON)
+    assert a.citations[0].path == "runbooks/metricsd-down.md"
+    assert "sudo sv restart metricsd" in a.answer
+    assert a.answer.index("metricsd-check config") < a.answer.index("sudo sv restart")
+
+
+def test_a_value_question_gets_the_sentence_that_states_it(services):
+    a = services.answers.answer("current MaxStartups values on the git nodes?", ANON)
+    assert a.kind == "fact"
+    assert "250:30:300" in a.answer
+    assert a.citations[0].path == "wiki/ssh-limits.md"
 
 
 def test_a_table_fact_carries_its_column_header(services):
