@@ -47,8 +47,9 @@ _UPSERT_BATCH = 512
 _SCROLL_PAGE = 100
 _SCAN_PAGE = 1000
 FLUSH_INTERVAL = 5.0  # seconds between segment flushes while writing (see _written)
-# Brute force is a few ms up to ~100k points and never misses; HNSW on the edge needed a large
-# ``hnsw_ef`` before its recall was acceptable (see shared/notes/offline-stack.md).
+# Brute force never misses and costs ~6 ms for a caller who reads a third of 113k points; HNSW
+# saved ~5 ms of a ~37 ms search at recall@50 0.99, and its worst question lost a quarter of
+# its candidates (bench/results/ann.md, bench/bench_ann.py).
 _EXACT = qe.SearchParams(exact=True)
 
 
@@ -81,6 +82,11 @@ class EdgeVectorIndex:
             # Our encoder stores BM25 term frequencies; the engine supplies the IDF at query time
             # so it stays right as the corpus changes.
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            # No HNSW graph: every dense query is exact (``_EXACT``), and the engine's default
+            # built one at each compaction that nothing read (58 s at 113k points, see
+            # bench/results/ann.md). m=0 is Qdrant's "no graph"; shards built before load with
+            # it unchanged, and their graph is simply not rebuilt.
+            hnsw_config=qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10000),
         )
 
     def _open_shard(self) -> qe.EdgeShard:
