@@ -858,8 +858,24 @@ class _Transaction:
     def __exit__(self, exc_type, exc, tb):
         # SQLite may have rolled back already (a full disk does that): no second ROLLBACK,
         # whose "no transaction is active" would hide why.
-        if self.outer and (exc_type is None or self.conn.in_transaction):
-            self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+        if not self.outer:
+            return False
+        if exc_type is not None:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            return False
+        try:
+            self.conn.execute("COMMIT")
+        except BaseException:
+            # A COMMIT that fails (SQLITE_FULL, an I/O error) "may or may not" roll back by
+            # itself: left open, the next transaction would nest inside it as a no-op and never
+            # commit. Roll back what is left, and raise why the COMMIT failed.
+            if self.conn.in_transaction:
+                try:
+                    self.conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+            raise
         return False
 
 

@@ -186,21 +186,27 @@ class QueryBatcher:
         return mine.vector  # type: ignore[return-value]
 
     def _run(self, batch: list[_PendingQuery]) -> None:
+        """Every caller of the batch ends with its vector or an error, whatever happens:
+        a caller left waiting would wait forever."""
         try:
             vectors = self._encode([p.text for p in batch])
+            if len(vectors) != len(batch):
+                raise RuntimeError(f"the embedding model returned {len(vectors)} vectors for "
+                                   f"{len(batch)} queries")
+            for p, v in zip(batch, vectors, strict=True):
+                p.vector = np.asarray(v, dtype=np.float32).tolist()
         except Exception as e:  # every caller of the batch sees the model's error
             for p in batch:
                 p.error = e
-                p.done.set()
-            return
-        except BaseException:  # the leader is interrupted: nobody may wait on it forever
+        except BaseException:  # the leader is interrupted
             for p in batch:
                 p.error = RuntimeError("embedding the query was interrupted")
-                p.done.set()
             raise
-        for p, v in zip(batch, vectors, strict=True):
-            p.vector = v.astype(np.float32).tolist()
-            p.done.set()
+        finally:
+            for p in batch:
+                if p.vector is None and p.error is None:
+                    p.error = RuntimeError("embedding the query failed")
+                p.done.set()
 
 
 class _PendingQuery:
@@ -303,6 +309,10 @@ class DenseEncoder:
     def embed_query(self, text: str) -> list[float]:
         """One query's vector. Concurrent queries share model calls (``QueryBatcher``): on two
         cores a batch of four short questions costs about what one does."""
+        if self.remote is not None:
+            # An endpoint takes calls in parallel and may retry a slow one: queries are not
+            # made to wait behind each other for it.
+            return self._encode([text])[0].astype(np.float32).tolist()
         return self._queries.embed(text)
 
     def embed_documents(

@@ -130,7 +130,8 @@ class LiveIndex:
         self.catalog = catalog
         self.store = store
         self.expected_model = expected_model
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the current generation and its users: held briefly
+        self._switching = threading.Lock()  # one switch at a time; searches never wait on it
         name = live_generation(catalog)
         self._current = _Held(name, store.open(name))
         self._closed = False
@@ -147,16 +148,11 @@ class LiveIndex:
     @contextmanager
     def pinned(self) -> Iterator[tuple[str, VectorIndex]]:
         """``(generation, index)`` of the live generation, kept open until the block ends."""
-        name = live_generation(self.catalog)
+        if live_generation(self.catalog) != self._current.name:
+            self.follow()
         with self._lock:
             if self._closed:
                 raise BackendError("the vector index is closed")
-            if name != self._current.name:
-                # Read again under the lock: a value read before another thread switched may
-                # be older than the generation it switched to, and the pointer never goes back.
-                name = live_generation(self.catalog)
-                if name != self._current.name:
-                    self._switch(name)
             held = self._current
             held.users += 1
         try:
@@ -170,17 +166,36 @@ class LiveIndex:
             if done:
                 self._release(held)
 
-    def _switch(self, name: str) -> None:
-        """Open generation ``name`` and retire the current one (called under the lock)."""
-        opened = self.store.open(name)
-        old, self._current = self._current, _Held(name, opened, refused=self._refusal(name))
-        old.retired = True
-        log.info("index generation %r is live (was %r): searching %s", name, old.name,
-                 self.store.describe(name))
-        if self._current.refused is not None:
-            log.error("%s; %s", *self._current.refused)
-        if old.users == 0:  # else the last call using it releases it
+    def follow(self) -> None:
+        """Switch to the generation the pointer names, if it moved. Calls made meanwhile go on
+        using the current one: opening the new generation, and closing and dropping the old
+        (a folder of gigabytes, a collection on a server), happen outside the lock every call
+        takes. ``citewise serve`` also calls this every few seconds (``follow_every``), so an
+        idle server moves at once and no other process can take the new embedded folder."""
+        with self._switching:
+            name = live_generation(self.catalog)
+            if self._closed or name == self._current.name:
+                return
+            opened = self.store.open(name)
+            current = _Held(name, opened, refused=self._refusal(name))
+            with self._lock:
+                old, self._current = self._current, current
+                old.retired = True
+                release = old.users == 0  # else the last call using it releases it
+            log.info("index generation %r is live (was %r): searching %s", name, old.name,
+                     self.store.describe(name))
+            if current.refused is not None:
+                log.error("%s; %s", *current.refused)
+        if release:
             self._release(old)
+
+    def follow_every(self, seconds: float, stop: threading.Event) -> None:
+        """Follow the pointer until ``stop`` is set (a thread of ``citewise serve``)."""
+        while not stop.wait(seconds):
+            try:
+                self.follow()
+            except Exception:
+                log.exception("following the live index generation failed; retrying")
 
     def _release(self, held: _Held) -> None:
         """Close a retired generation and drop its storage (it can never be live again)."""

@@ -44,7 +44,7 @@ from datetime import datetime
 from pathlib import Path
 
 from citewise.connectors.frontmatter import FrontMatterError, split_front_matter
-from citewise.errors import CitewiseError, ConfigError
+from citewise.errors import CitewiseError, ConfigError, StoreUnavailableError
 from citewise.index.blobs import BlobStore
 from citewise.index.catalog import Catalog, DocumentRecord, now
 from citewise.index.dense import DenseEncoder
@@ -230,13 +230,19 @@ class Reindexer:
                                   dense=self.dense, sparse=self.sparse,
                                   chunk_max_tokens=self.chunk_max_tokens, work_dir=self.data_dir,
                                   min_free_bytes=self.min_free_bytes)
-        for source in self.catalog.db["sources"].rows:
+        live = list(self.catalog.db["sources"].rows)
+        known = {source["name"] for source in live}
+        # A source removed since a resumed build began: its staged documents go too.
+        gone = [source for source in staged.db["sources"].rows if source["name"] not in known]
+        for source in live + gone:
             records = list(self.catalog.documents_of_source(source["name"]).values())
-            if not records:
+            if not records and not staged.documents_of_source(source["name"]):
                 continue
+            # The live catalog is the truth: a resumed build whose source shrank (or emptied)
+            # since it began follows it, mass-deletion brake off (``force``).
             run = pipeline.run(
                 source["name"], source["type"], StoredDocuments(records, self.blobs),
-                config=json.loads(source["config"] or "{}"), trigger="reindex",
+                config=json.loads(source["config"] or "{}"), trigger="reindex", force=True,
                 progress=progress(source["name"]) if progress else None)
             report.chunks_embedded += run.counts.chunks_embedded
             report.failures += [f"{source['name']}/{ext}: {error}" for ext, error in run.errors]
@@ -287,7 +293,7 @@ class Reindexer:
     def _drop(self, name: str, report: ReindexReport) -> None:
         try:
             dropped = self.store.drop(name)
-        except CitewiseError as e:
+        except (CitewiseError, OSError) as e:  # the server may be dropping it at the same time
             log.warning("reindex: could not drop the old generation %r: %s", name, e)
             report.left.append(name)
             return
@@ -331,6 +337,8 @@ class StoredDocuments:
             doc.error = (f"its stored copy ({record.blob_key}) is missing: run the source's "
                          "ingest (it reads it again), then reindex")
             return doc
+        except StoreUnavailableError:
+            raise  # the blob store is down: the rebuild stops (and resumes), not each document
         except CitewiseError as e:
             doc.error = f"its stored copy could not be read: {e}"
             return doc

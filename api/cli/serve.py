@@ -6,6 +6,7 @@ import secrets
 import signal
 import sys
 import textwrap
+import threading
 
 import click
 
@@ -104,13 +105,24 @@ def serve(obj: Context, host: str | None, port: int | None,
     # server.json is removed and the index is flushed under systemd, docker and Kubernetes too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     scheduler.start()
+    # An idle server moves to a new index generation within seconds of `citewise reindex`
+    # switching, rather than at its next request: until then any other process could open
+    # (and, on the embedded engine, lock) the new generation's folder.
+    stop_following = threading.Event()
+    threading.Thread(target=services.index.follow_every, args=(FOLLOW_SECONDS, stop_following),
+                     name="citewise-generation", daemon=True).start()
     try:
         uvicorn.run(app, host=host, port=port, log_level=settings.log_level.lower(),
                     log_config=None, **uvicorn_options(settings))
     finally:
+        stop_following.set()
         scheduler.stop()
         remove_server_file(settings)
         services.close()
+
+
+# How often a server checks whether `citewise reindex` switched the live index generation.
+FOLLOW_SECONDS = 2.0
 
 
 def _scheduler(settings, services):

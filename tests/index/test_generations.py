@@ -96,3 +96,39 @@ def test_the_edge_store_leaves_a_folder_another_opener_holds(tmp_path):
     assert store.drop("g2") is True and not (tmp_path / "qdrant-g2").exists()
     (tmp_path / "qdrant-local").mkdir()  # not a generation: never listed, never dropped
     assert store.names() == []
+
+
+def test_an_idle_server_follows_the_pointer_without_a_request(tmp_path):
+    """``citewise serve`` runs ``follow_every``: the new generation is opened (and, on the
+    embedded engine, locked) by the server within seconds of the switch, not at the next
+    request, and the old one is dropped; while it opens, calls go on with the old one."""
+    import threading
+    import time
+
+    store = EdgeIndexStore(tmp_path / "data" / "qdrant", DIM)
+    catalog = Catalog(tmp_path / "catalog.db")
+    live = LiveIndex(catalog, store)
+    live.upsert([_point(1, "old")])
+    new = store.open("g2")
+    new.upsert([_point(2, "new")])
+    new.close()
+    stop = threading.Event()
+    follower = threading.Thread(target=live.follow_every, args=(0.05, stop), daemon=True)
+    follower.start()
+    try:
+        catalog.set_meta(LIVE, "g2")
+        deadline = time.monotonic() + 5
+        while live.generation != "g2" and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert live.generation == "g2"
+        # The new folder is the server's now: another opener is refused, as a CLI would be.
+        with pytest.raises(Exception, match="holds the embedded index"):
+            EdgeIndexStore(tmp_path / "data" / "qdrant", DIM).open("g2")
+        deadline = time.monotonic() + 5
+        while "" in store.names() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert store.names() == ["g2"]
+    finally:
+        stop.set()
+        follower.join(5)
+        live.close()
