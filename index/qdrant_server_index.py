@@ -15,7 +15,7 @@ import grpc
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from citewise.errors import BackendError, ConfigError
+from citewise.errors import BackendError, ConfigError, StoreUnavailableError
 from citewise.index.generations import is_generation
 from citewise.index.payload import INDEXED_FIELDS, ChunkPayload
 from citewise.index.vector_index import (
@@ -78,8 +78,10 @@ class ServerVectorIndex:
         try:
             yield
         except ResponseHandlingException as exc:
-            # The client wraps connection errors and timeouts in this one type.
-            raise BackendError(
+            # The client wraps connection errors and timeouts in this one type. A server that
+            # does not answer takes no writes at all: an ingest run stops at once
+            # (``StoreUnavailableError``) rather than fail every document in turn.
+            raise StoreUnavailableError(
                 f"{self._where} is unreachable ({action}): {exc.source}",
                 hint="check that the server is running and CITEWISE_QDRANT_URL points at it",
             ) from exc
@@ -101,7 +103,9 @@ class ServerVectorIndex:
         except grpc.RpcError as exc:  # a client built with prefer_grpc=True
             code = exc.code() if isinstance(exc, grpc.Call) else None
             if code == grpc.StatusCode.UNAVAILABLE:
-                raise BackendError(f"{self._where} is unreachable ({action}): {exc}") from exc
+                raise StoreUnavailableError(f"{self._where} is unreachable ({action}): {exc}",
+                                            hint="check that the server is running and "
+                                                 "CITEWISE_QDRANT_URL points at it") from exc
             raise BackendError(f"{self._where} failed to {action}: {code} {exc}") from exc
 
     # -- collection setup --------------------------------------------------------------------

@@ -187,10 +187,11 @@ def _refuse_a_collection_in_use(settings) -> None:
     data folder, which restore already requires to be empty.)"""
     if not settings.qdrant_url:
         return
-    from citewise.api.composition import build_dense, build_index
+    from citewise.api.composition import build_dense, build_index, build_index_store
     from citewise.errors import ConfigError
 
-    index = build_index(settings, build_dense(settings).dim)
+    dim = build_dense(settings).dim
+    index = build_index(settings, dim)
     try:
         points = index.count()
     finally:
@@ -198,5 +199,17 @@ def _refuse_a_collection_in_use(settings) -> None:
     if points:
         raise ConfigError(f"the Qdrant collection {settings.qdrant_collection!r} already holds "
                           f"{points} points", hint="restore into a new collection "
+                          "(CITEWISE_QDRANT_COLLECTION), then point the server at it")
+    # After a `citewise reindex` an installation lives in `<collection>-gN` and the base
+    # collection is gone: those are in use just the same.
+    store = build_index_store(settings, dim)
+    try:
+        generations = [name for name in store.names() if name]
+    finally:
+        store.close()
+    if generations:
+        raise ConfigError(f"the Qdrant collections of {settings.qdrant_collection!r} include "
+                          f"index generations ({', '.join(store.name(g) for g in generations)})"
+                          " of an installation", hint="restore into a new collection name "
                           "(CITEWISE_QDRANT_COLLECTION), then point the server at it")
 
