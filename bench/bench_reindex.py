@@ -30,6 +30,10 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.live import free_port  # noqa: E402
+
 CORPORA = ROOT.parent / "shared" / "corpora"
 CITEWISE = Path(sys.executable).with_name("citewise")
 THREADS = 2
@@ -48,14 +52,6 @@ def _rows(catalog: Path, sql: str) -> list[tuple]:
         return conn.execute(sql).fetchall()
     finally:
         conn.close()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -89,7 +85,7 @@ def main() -> int:
         old = {r[0] for r in _rows(catalog, "SELECT id FROM chunks")}
         queries = [r[0] for r in _rows(catalog, "SELECT title FROM documents ORDER BY id "
                                                 "LIMIT 50")]
-        port = _free_port()
+        port = free_port()
         url = f"http://127.0.0.1:{port}"
         server = subprocess.Popen([*base, "serve", "--port", str(port)], cwd=root,
                                   env=_env(CITEWISE_RATE_SEARCH_PER_MINUTE="0"),

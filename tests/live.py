@@ -4,8 +4,10 @@ forwarded headers, and HTTP clients of our own API (the official ``openai`` clie
 from __future__ import annotations
 
 import socket
+import subprocess
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import uvicorn
@@ -17,6 +19,25 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float = 180.0) -> dict:
+    """``/healthz`` of a ``citewise serve`` started as ``proc`` (its output in ``log``), once it
+    answers; the test fails with that output if it exits or stays silent for ``timeout``."""
+    import pytest  # here: the benchmarks import this module without the test extra
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"the server exited with {proc.returncode}:\n{log.read_text()}")
+        try:
+            resp = httpx.get(f"{url}/healthz", timeout=2)
+            if resp.status_code == 200:
+                return resp.json()
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"the server did not answer /healthz in {timeout}s:\n{log.read_text()}")
 
 
 class LiveServer:

@@ -11,10 +11,8 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +23,7 @@ from click.testing import CliRunner, Result
 
 from citewise.api.cli import cli
 from tests.kb import ALL_PATHS, REDIS, SECRET, SECRET_TITLE, clean_env, write, write_kb
+from tests.live import free_port, wait_healthy
 
 CITEWISE = Path(sys.executable).with_name("citewise")
 NO_CITEWISE_ENV = {k: None for k in os.environ if k.startswith("CITEWISE_")}
@@ -241,29 +240,8 @@ def test_sources_lists_the_ingested_folder(ingested):
 # A server holds the index: the CLI hands its work to it ------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float = 180.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"the server exited with {proc.returncode}:\n{log.read_text()}")
-        try:
-            resp = httpx.get(f"{url}/healthz", timeout=2)
-            if resp.status_code == 200:
-                return resp.json()
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.25)
-    pytest.fail(f"the server did not answer /healthz in {timeout}s:\n{log.read_text()}")
-
-
 def _start_server(tmp_path: Path, data: Path) -> tuple[str, subprocess.Popen, Path]:
-    port = _free_port()
+    port = free_port()
     log = tmp_path / f"server-{port}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -287,7 +265,7 @@ def test_ingest_is_handed_to_the_running_server(tmp_path):
     data = tmp_path / "server-data"
     url, proc, log = _start_server(tmp_path, data)
     try:
-        _wait_healthy(url, proc, log)
+        wait_healthy(url, proc, log)
         _handoff(tmp_path, data, url, log)
         # Ctrl-C stops the server cleanly: it forgets server.json and releases the index.
         proc.send_signal(signal.SIGINT)
@@ -336,7 +314,7 @@ def test_serve_cleans_up_on_sigterm(tmp_path):
     data = tmp_path / "server-data"
     url, proc, log = _start_server(tmp_path, data)
     try:
-        _wait_healthy(url, proc, log)
+        wait_healthy(url, proc, log)
         assert (data / "server.json").exists()
         proc.terminate()  # what systemd, docker stop and Kubernetes send
         proc.wait(timeout=30)

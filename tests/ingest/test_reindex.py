@@ -38,7 +38,7 @@ from citewise.ingest.swap import CRASH_ENV
 from citewise.settings import Settings, load_settings
 from citewise.types import Identity
 from tests.kb import clean_env, folder_source, ingest_site, write_kb
-from tests.live import free_port
+from tests.live import free_port, wait_healthy
 
 CITEWISE = Path(sys.executable).with_name("citewise")
 SMALL = "40"  # word-pieces per chunk after the reindex (the default is 200)
@@ -156,7 +156,7 @@ def test_reindex_while_a_server_searches(tmp_path):
             cwd=tmp_path, env=clean_env(CITEWISE_RATE_SEARCH_PER_MINUTE="0"), stdout=out,
             stderr=subprocess.STDOUT)
     try:
-        _wait_healthy(url, server, log)
+        wait_healthy(url, server, log, timeout=120)
         http = httpx.Client(base_url=url, timeout=30)
 
         def search(query: str):
@@ -196,20 +196,6 @@ def test_reindex_while_a_server_searches(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"the server exited with {proc.returncode}:\n{log.read_text()}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    pytest.fail(f"the server did not start:\n{log.read_text()}")
 
 
 def _wait_until(condition, log: Path, timeout: float = 20) -> None:
