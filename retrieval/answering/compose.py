@@ -249,12 +249,12 @@ class Composer:
         lexical = _lexical(q.words, texts)
         # "how do I safely bounce it": the section that says restart is the one that does it.
         verbs = _asked_verbs(q)
+        diagnosing = bool(DIAGNOSE.search(q.text))
         ranked: list[tuple[float, int]] = []
         for (i, s), shared, text in zip(candidates, lexical, texts, strict=True):
             score = SECTION_LEXICAL_WEIGHT * float(shared)
             if verbs and verbs & set(tokenize(text)):
                 score += ASKED_VERB_BONUS
-            diagnosing = bool(DIAGNOSE.search(q.text))
             if ACTION_HEADING.search(s.title):
                 score += 0.5 if diagnosing else 1.0
             title = set(tokenize(s.title))
