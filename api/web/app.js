@@ -109,8 +109,12 @@
   // ---------- who you are ----------
 
   async function loadMe() {
+    // The key this answer is about: a slow answer to an earlier sign-in (a mistyped key) must
+    // neither sign out nor sign in the key pasted after it.
+    const key = state.key;
     try {
       const me = await (await call("/v1/me")).json();
+      if (state.key !== key) return false;
       state.me = me;
       const name = me.user || me.key || (me.method === "local" ? "this machine (local mode)" : me.principal);
       const parts = [el("span", {}, "Signed in as ", el("strong", { text: name }))];
@@ -128,6 +132,7 @@
       if ($("search-btn").disabled) $("search-btn").title = "your key lacks the search scope";
       return true;
     } catch (e) {
+      if (state.key !== key) return false;
       state.me = null;
       $("who").textContent = "Not signed in";
       if (e.status === 401) signIn(e); else showError(e);

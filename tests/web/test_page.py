@@ -8,6 +8,7 @@ from the system (`.ci/run` installs Debian's `chromium`); Playwright never downl
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -229,6 +230,7 @@ def test_sign_in_with_a_key_shows_only_what_that_person_may_read(browser, locked
     # A wrong key: the server's reason, and the form again.
     page.fill("#key", "cw_nosuchkey0_" + "x" * 30)
     page.keyboard.press("Enter")
+    sync_api.expect(page.locator("#signin-why")).to_contain_text("The server says")
     sync_api.expect(page.locator("#signin-why")).to_contain_text("key")
     sync_api.expect(signin).to_be_visible()
 
@@ -237,8 +239,9 @@ def test_sign_in_with_a_key_shows_only_what_that_person_may_read(browser, locked
         page.keyboard.press("Enter")
         sync_api.expect(signin).to_be_hidden()
         page.fill("#q", "rotate the payment provider API keys")
-        with page.expect_response(lambda r: "/v1/search?" in r.url):
+        with page.expect_response(lambda r: "/v1/search?" in r.url) as searched:
             page.locator("#search-btn").click()
+        assert searched.value.ok, (searched.value.status, searched.value.text())
         page.locator("#results article.result").first.wait_for(timeout=WAIT)
         return page.locator("#results article.result h3").all_inner_texts()
 
@@ -252,6 +255,45 @@ def test_sign_in_with_a_key_shows_only_what_that_person_may_read(browser, locked
     assert page.locator("#results article.result").count() == 0  # bob's results are gone
     titles = search_as(keys["page-sec"])
     assert any(RESTRICTED_TITLE in t for t in titles)
+    context.close()
+
+
+def test_a_late_answer_to_a_mistyped_key_does_not_sign_out_the_right_one(browser, locked_server):
+    """The answer to a mistyped key can arrive after the right key was pasted (a slow network,
+    a busy server); it must neither forget the right key nor show the sign-in form again."""
+    url, keys = locked_server
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(url + "/")
+    held = []
+    wrong = "cw_nosuchkey0_" + "y" * 30
+
+    def hold_the_wrong_key(route):
+        if route.request.headers.get("authorization") == f"Bearer {wrong}":
+            held.append(route)  # answered only after the right key has signed in
+        else:
+            route.continue_()
+
+    page.route("**/v1/me", hold_the_wrong_key)
+    page.fill("#key", wrong)
+    page.keyboard.press("Enter")
+    deadline = time.monotonic() + WAIT / 1000
+    while not held and time.monotonic() < deadline:
+        page.wait_for_timeout(50)  # route handlers run while Playwright waits
+    assert len(held) == 1, "the mistyped key's /v1/me never reached the route"
+    sync_api.expect(page.locator("#key")).to_have_value("")
+    page.fill("#key", keys["page-bob"])
+    page.keyboard.press("Enter")
+    sync_api.expect(page.locator("#who")).to_contain_text("Signed in as bob")
+    with page.expect_response(lambda r: r.url.endswith("/v1/me") and r.status == 401):
+        held[0].continue_()
+    sync_api.expect(page.locator("#who")).to_contain_text("Signed in as bob")
+    sync_api.expect(page.locator("#signin")).to_be_hidden()
+    page.fill("#q", "rotate the payment provider API keys")
+    with page.expect_response(lambda r: "/v1/search?" in r.url) as searched:
+        page.locator("#search-btn").click()
+    assert searched.value.status == 200, searched.value.text()
+    page.locator("#results article.result").first.wait_for(timeout=WAIT)
     context.close()
 
 
