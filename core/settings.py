@@ -169,9 +169,9 @@ class Settings(BaseSettings):
     )
     data_dir: Path = Field(default=Path("data"), description="Folder that holds all state.")
     min_free_mb: int = Field(
-        default=100, ge=0, description="Megabytes an ingest run keeps free on the data folder's "
-        "disk: below that it stops with an error (the embedded index crashes when its disk "
-        "fills); 0 = no check.")
+        default=100, ge=0, description="Megabytes an ingest run (and a reindex, a repair, a "
+        "restore) keeps free on the data folder's disk: below that it stops with an error "
+        "(the embedded index crashes when its disk fills); 0 = no check.")
     log_level: str = Field(default="INFO", description="DEBUG, INFO, WARNING or ERROR.")
     log_format: Literal["text", "json"] = Field(default="text", description="text or json.")
 

@@ -28,8 +28,9 @@ from pathlib import Path
 
 from citewise import __version__
 from citewise.errors import CitewiseError, ConfigError
-from citewise.index.blobs import BlobStore, blob_key
+from citewise.index.blobs import BlobStore, LocalBlobStore, blob_key
 from citewise.index.generations import BUILDING, LIVE
+from citewise.ingest.space import DiskSpace
 from citewise.settings import Settings
 
 MANIFEST = "manifest.json"
@@ -123,6 +124,14 @@ def restore(source: Path, settings: Settings, blobs: BlobStore) -> dict:
         if blob_key(path.read_bytes()) != key:
             raise CitewiseError(f"blob {key} in the backup is damaged (its content does not "
                                 "match its name)", hint="restore from another backup")
+    # What lands on the data folder's disk: the databases, and the blobs when they are kept
+    # there. Refused before anything is written, rather than a disk filled half-way.
+    needs = sum((source / name).stat().st_size for name in ("catalog.db", "embeddings.db")
+                if (source / name).exists())
+    if isinstance(blobs, LocalBlobStore):
+        needs += sum(path.stat().st_size for path in files)
+    DiskSpace(settings.data_dir, settings.min_free_mb * 2**20).check(
+        f"restoring {source}", rerun="`citewise restore`", needs=needs)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     for path in files:
         blobs.put(path.read_bytes())

@@ -14,8 +14,9 @@ source again:
   (its chunks and points are intact) and is marked to be read again by its source's next run.
 
 Every step only moves the index and the blob store toward what the catalog says, so a repair
-that is interrupted (even killed) is finished by running it again. Nothing may write while it
-runs: callers hold the ingest run lock.
+that is interrupted (even killed) is finished by running it again; one that would fill the
+data folder's disk stops before the document that would (``ingest/space.py``). Nothing may
+write while it runs: callers hold the ingest run lock.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ log = logging.getLogger("citewise.ingest")
 
 # An index signature no chunker produces: the document is re-read by its source's next run.
 REREAD = "reread"
+REPAIR_AGAIN = "`citewise verify --repair`"
 
 
 @dataclass
@@ -76,6 +78,9 @@ def repair(pipeline: IngestPipeline, *,
         record = catalog.get_document(document_id)
         if record is None:  # deleted meanwhile: its points are orphans for the next pass
             continue
+        # The embedded index cannot fail a write cleanly on a full disk (``ingest/space.py``).
+        pipeline.space.check(f"rebuilding the points of {record.source}/{record.external_id}",
+                             rerun=REPAIR_AGAIN)
         points = pipeline.points_from_catalog(record)
         index.upsert(points)
         index.delete_document(document_id, keep_version=record.version)
@@ -95,6 +100,7 @@ def repair(pipeline: IngestPipeline, *,
                 catalog.update_document_fields(record.id, index_signature=REREAD)
                 report.marked_for_reread.append(f"{record.source}/{record.external_id}")
     if report.points_deleted or report.documents_rebuilt:
+        pipeline.space.check("compacting the index", rerun=REPAIR_AGAIN)
         index.optimize()
     report.remaining = inspect(catalog, index, blobs)
     log.info("repair: %d swaps finished, %d stray points deleted, %d documents' points "

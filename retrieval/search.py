@@ -222,8 +222,13 @@ class SearchService:
             # The catalog's versions were read before this: if the pointer has not moved
             # since, they are the versions of ``generation``, and so are the hits.
             if not moved(self.index, generation):
-                break
-        return hits
+                return hits
+        # Switched under every try: these hits were checked against another generation's
+        # versions, so they may be missing documents. Better a retry than a short page.
+        raise BackendError(
+            f"the index switched to a new generation {_SWITCHES} times during one search",
+            hint="retry the search; a `citewise reindex` is switching generations right now",
+        )
 
     def _versioned_hits(self, index: VectorIndex, query: str, index_filter: IndexFilter,
                         wanted: int, mode: SearchMode, fusion: FusionConfig) -> list[VectorHit]:

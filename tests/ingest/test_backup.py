@@ -112,3 +112,22 @@ def test_restore_refuses_a_blob_store_in_use(tmp_path, dense):
     out = _cli(tmp_path, "--data-dir", str(tmp_path / "r"), "restore", "b", **config)
     assert out.returncode == 1 and "already holds blobs" in out.stderr
     assert not (tmp_path / "r" / "catalog.db").exists()
+
+
+def test_a_restore_that_would_not_fit_writes_nothing(tmp_path, dense):
+    """The backup's databases and blobs must fit beside the reserve kept free for the index
+    (CITEWISE_MIN_FREE_MB): checked before anything is written, not found out half-way. A
+    reserve larger than the disk stands for a disk with no room left."""
+    config = {"CITEWISE_CONFIG_FILE": str(ingest_site(tmp_path))}
+    assert _cli(tmp_path, "backup", "b", **config).returncode == 0
+    out = _cli(tmp_path, "--data-dir", str(tmp_path / "r"), "restore", "b",
+               CITEWISE_MIN_FREE_MB=str(10**9), **config)
+    print(out.stderr)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert f"the data folder {tmp_path / 'r'} is too full:" in out.stderr
+    assert "needed beside the" in out.stderr and "stopped before restoring b" in out.stderr
+    assert "nothing was written" in out.stderr
+    assert not (tmp_path / "r" / "catalog.db").exists()
+    assert not any(p.is_file() for p in (tmp_path / "r").rglob("*"))
+    fits = _cli(tmp_path, "--data-dir", str(tmp_path / "r"), "restore", "b", **config)
+    assert fits.returncode == 0, fits.stderr

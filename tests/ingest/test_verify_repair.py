@@ -161,3 +161,35 @@ def test_the_command_reports_repairs_and_exits_for_cron(site):
     clean = _cli(site, "verify")
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert "consistent" in clean.stdout
+
+
+def test_a_repair_that_would_fill_the_disk_stops_and_the_next_finishes(site):
+    """The embedded index cannot fail a write cleanly on a full disk, so a repair checks the
+    reserve (CITEWISE_MIN_FREE_MB) before each document it rebuilds, like an ingest run. A
+    reserve larger than the disk stands for a disk with no room left."""
+    services = _services(site)
+    try:
+        for path in ("runbooks/redis-failover.md", SECRET):
+            record = _doc(services, path)
+            services.index.delete_points([c["id"] for c in services.catalog.chunks_of(record.id)])
+    finally:
+        services.close()
+    env = clean_env(CITEWISE_CONFIG_FILE=str(site / "citewise.toml"),
+                    CITEWISE_MIN_FREE_MB=str(10**9))
+    stopped = subprocess.run([str(CITEWISE), "verify", "--repair"], cwd=site, env=env,
+                             capture_output=True, text=True, timeout=300)
+    out = stopped.stdout + stopped.stderr
+    print(out)
+    assert stopped.returncode == 1 and "Traceback" not in out, out
+    assert f"the data folder {site / 'data'} is full:" in out
+    assert "stopped before rebuilding the points of kb/" in out
+    assert "run `citewise verify --repair` again" in out
+    services = _services(site)
+    try:  # nothing was half written: the same two documents lack their points
+        left = inspect(services.catalog, services.index, services.blobs)
+        assert {f.kind for f in left} == {"missing_point"}
+    finally:
+        services.close()
+    repaired = _cli(site, "verify", "--repair")
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert "2 documents' points rebuilt" in repaired.stdout
