@@ -29,7 +29,7 @@ from citewise.index.dense import embedding_text
 from citewise.index.outline import Block, Item, Outline, Section
 from citewise.index.sparse import tokenize
 from citewise.retrieval.answering.model import AnswerBlock, Citation, CodeSnippet, Step
-from citewise.retrieval.answering.question import Question
+from citewise.retrieval.answering.question import Question, defining_clause
 from citewise.retrieval.search import SearchResult, line_link
 from citewise.retrieval.synonyms import BUILT_IN_SYNONYMS
 
@@ -81,7 +81,7 @@ MAX_SUBSTEPS = 8
 MAX_STEP_CHARS = 3500
 MAX_SENTENCE_CHARS = 500
 
-Scorer = Callable[[list[str]], np.ndarray]
+Scorer = Callable[..., np.ndarray]
 
 
 @dataclass
@@ -150,7 +150,8 @@ class _Citations:
 
 class Composer:
     def __init__(self, scorer: Scorer) -> None:
-        # ``scorer(texts)`` -> similarity of each text to the question (cosine).
+        # ``scorer(texts)`` -> similarity of each text to the question (cosine);
+        # ``scorer(texts, clause)``: to that part of the question instead.
         self.score = scorer
 
     def compose(self, q: Question, ev: Evidence) -> Composed | None:
@@ -196,7 +197,6 @@ class Composer:
                 continue
             relevance = ev.relevance.get(r.chunk_id, r.score)
             # The section the chunk starts in, and every section that starts inside it: a
-            # chunk packs short sections together, and the hit is in all of them.
             # chunk packs short sections together, and the hit may be in any of them (which
             # one, the chunk cannot say: the later ones count half).
             first = outline.section_at(r.start_line)
@@ -520,8 +520,13 @@ class Composer:
             # The best document is read whole when it is short: a term is often defined in a
             # list the search hit only sits next to ("`yellow` - at least one replica ...").
             whole = rank == 0 and len(outline.sections) <= WHOLE_DOCUMENT_SECTIONS
+            # Its opening prose too: where a page says what its subject is ("A GOV.UK mirror
+            # is a static copy of ..."), whichever section the search hit.
+            lead = next((i for i, s in enumerate(outline.sections)
+                         if any(b.kind == "paragraph" for b in s.blocks)), None)
             for i, s in enumerate(outline.sections):
-                if not whole and i not in hits and not DEFINITION_HEADING.search(s.title):
+                if not whole and i not in hits and not DEFINITION_HEADING.search(s.title) \
+                        and i != lead:
                     continue
                 if SKIP_HEADING.match(s.title):
                     continue
@@ -532,9 +537,12 @@ class Composer:
                             candidates.append((doc_id, s, b, text))
         if not candidates:
             return None
+        # Matched against the clause that asks for the definition, when there is one.
+        asked = defining_clause(q.text)
         scores = self.score([embedding_text(ev.records[d].title, s.path, t)
-                             for d, s, b, t in candidates])
-        lexical = _lexical(q.words, [t for *_, t in candidates])
+                             for d, s, b, t in candidates], asked)
+        words = f"{asked} {' '.join(q.synonyms)}" if asked else q.words
+        lexical = _lexical(words, [t for *_, t in candidates])
         rarest = _rarest_subject(q, [t for *_, t in candidates])
         first_doc = candidates[0][0]
         scores = scores + LEXICAL_WEIGHT * lexical + np.array(

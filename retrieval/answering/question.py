@@ -107,6 +107,25 @@ def _clauses(text: str) -> list[str]:
     return [text, *(c for c in re.split(r"[,;:?]\s*|\s+-+\s+", text)[1:] if c.strip())]
 
 
+def defining_clause(text: str) -> str | None:
+    """The clause that asks for a definition, when the question says more than that: "what is
+    kubemacpool for? it's down and vms won't create" defines by its first clause; the second
+    describes the trouble, and matching it would pick the runbook's Impact, not its Meaning."""
+    parts = [p.strip() for p in re.split(r"[,;:?]\s*|\s+-+\s+", text) if p.strip()]
+    if len(parts) < 2:
+        return None
+    # Only a clause that names what it asks about: in "es cluster health yellow, what does
+    # that mean" the subject is in the other clause, and the whole question is the better match.
+    return next((p for p in parts if DEFINITION.search(p)
+                 and set(re.findall(r"[a-z0-9][a-z0-9_.-]*", p.lower())) - _NAMES_NOTHING), None)
+
+
+# The words of a defining clause that names nothing: "what does that mean (for us)".
+_NAMES_NOTHING = frozenset("""what whats what's is are was were does do did mean means meaning
+stand for of the a an and that this it its they them those these one point purpose use job
+role define explain us me here there exactly again then so""".split())
+
+
 def analyse(text: str) -> Question:
     text = (text or "").strip()
     camel = [w for w in _CAMEL.findall(text) if sum(c.isupper() for c in w) >= 2]

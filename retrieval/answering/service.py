@@ -62,6 +62,10 @@ should would will shall may might must fix fixing fixed steps step procedure hap
 happened fires firing fired alert alerts page paged mean means meaning anyone someone something
 there here please need want know tell show find get got make made work works working broken
 again still just now wrong issue issues problem problems error errors""".split())
+# Prepositions after which a word names a place or a tool ("in spinnaker", "via harbor").
+_WHERE = frozenset("in on via using inside into through".split())
+# Evidence under which such a word, unknown to the documents, names what the question is about.
+PLACED_NAME_EVIDENCE = 0.5
 _HIDDEN_TTL = 30.0
 # A hidden document's title this close to the question means the question is about it.
 HIDDEN_TOPIC_SCORE = 0.7
@@ -113,7 +117,7 @@ class AnswerService:
         if self._asks_about_hidden(query_vec, results, hidden):
             return self._abstain(q, evidence, "the passages you may read only point at "
                                               "another document")
-        unknown = self._unknown_names(q, identity)
+        unknown = self._unknown_names(q, identity, evidence)
         if unknown:
             return self._abstain(q, evidence, "nothing you may read mentions "
                                               + ", ".join(f"'{w}'" for w in unknown))
@@ -283,16 +287,18 @@ class AnswerService:
         return {r.chunk_id: float(v @ query_vec) for r, v in zip(results, vectors, strict=True)}
 
     def _scorer(self, query_vec: np.ndarray):
-        def score(texts: list[str]) -> np.ndarray:
+        def score(texts: list[str], clause: str | None = None) -> np.ndarray:
             if not texts:
                 return np.zeros(0, dtype=np.float32)
             vecs = self.dense.embed_documents(texts, use_cache=False)
+            if clause:
+                return vecs @ np.asarray(self.search.query_vector(clause), dtype=np.float32)
             return vecs @ query_vec
 
         return score
 
     # What the question is about ---------------------------------------------------------------
-    def _unknown_names(self, q: Question, identity: Identity) -> list[str]:
+    def _unknown_names(self, q: Question, identity: Identity, evidence: float) -> list[str]:
         """Words of the question that nothing the caller may read contains, and that are not
         ordinary English: the names of what it asks about ("cockroachdb", an alert name). A
         paraphrase uses English words the documents do not ("shoppers", "lapse"): those are
@@ -300,11 +306,23 @@ class AnswerService:
         """
         unknown = []
         text = re.sub(r"n['’]t\b|['’](s|re|ll|ve|d|m)\b", "", q.text.lower())  # wasn't, it's
-        for word in dict.fromkeys(re.findall(r"[a-z0-9][a-z0-9_]*[a-z0-9]", text)):
-            if len(word) < 3 or word in _ASKING or word.isdigit() or is_english(word):
+        words = re.findall(r"[a-z0-9][a-z0-9_]*[a-z0-9]", text)
+        # An English word can name a tool where a tool goes: "a canary in spinnaker", "deploy
+        # via harbor". Held against the question only when the evidence is weak too, since
+        # "stuck in limbo" puts an ordinary word there.
+        placed = {w for before, w in zip(words, words[1:], strict=False)
+                  if before in _WHERE} if evidence < PLACED_NAME_EVIDENCE else set()
+        principals = sorted(identity.principals())
+        for word in dict.fromkeys(words):
+            if len(word) < 3 or word in _ASKING or word.isdigit() or (
+                    is_english(word) and word not in placed):
                 continue
-            if not self.search.corpus_has(word, identity) and not self.catalog.path_mentions(
-                    word, sorted(identity.principals())):
+            known = (self.search.corpus_has(word, identity)
+                     or self.catalog.path_mentions(word, principals)
+                     # "in prod": what the shorthand stands for is in the documents
+                     or any(self.search.corpus_has(other, identity)
+                            for other in self.search.synonyms.additions(word)))
+            if not known:
                 unknown.append(word)
         return unknown
 

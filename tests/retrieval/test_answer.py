@@ -15,7 +15,7 @@ import pytest
 
 from citewise.ingest.jobs import run_source
 from citewise.retrieval.answering.markdown import blocks_from_markdown
-from citewise.retrieval.answering.question import analyse
+from citewise.retrieval.answering.question import analyse, defining_clause
 from citewise.settings import SourceConfig
 from citewise.types import Identity
 from tests.kb import folder_source, write, write_kb
@@ -250,6 +250,26 @@ chef-repo. At this writing, the values are 250:30:300; raise them in small steps
 The MaxStartups alert counts SSH connections the load balancer closed before sshd answered on
 the git nodes, a stand-in for MaxStartups being reached on the git nodes.
 """
+# An alert runbook whose Meaning defines the component and whose Impact matches the trouble.
+ALLOCATOR = """
+---
+title: MacAllocatorDown
+---
+# MacAllocatorDown
+
+## Meaning
+
+`macallocator` is down. `macallocator` is responsible for handing out MAC addresses to
+virtual machines and keeping them unique across the cluster.
+
+## Impact
+
+If `macallocator` is down, new virtual machines cannot be created.
+
+## Mitigation
+
+1. Restart it: `kubectl -n vm rollout restart deploy/macallocator`.
+"""
 CODE = '''"""Ingest guards."""
 
 
@@ -281,6 +301,7 @@ def services(tmp_path_factory, dense):
     write(docs, "runbooks/partner-token-expiry.md", TOKENS)
     write(docs, "runbooks/metricsd-down.md", METRICSD)
     write(docs, "wiki/ssh-limits.md", LIMITS)
+    write(docs, "runbooks/mac-allocator-down.md", ALLOCATOR)
     repo = base / "repo"
     write(repo, "guards.py", CODE)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
@@ -467,6 +488,35 @@ def test_questions_the_knowledge_base_cannot_answer_abstain(services, question):
     answer = services.answers.answer(question, ANON)
     assert answer.abstained, answer.answer
     assert answer.citations == [] and "could not find" in answer.answer and answer.reason
+
+
+def test_a_definition_answers_the_clause_that_asks_for_it(services):
+    """"What is X for? it's down and VMs won't create": the second clause describes the
+    trouble (the runbook's Impact says the same); the answer is what X is for (its Meaning)."""
+    question = "what is macallocator for? it's down and new virtual machines won't create"
+    assert defining_clause(question) == "what is macallocator for"
+    answer = services.answers.answer(question, ANON)
+    assert answer.kind == "definition" and not answer.abstained
+    assert "responsible for handing out MAC addresses" in answer.answer, answer.answer
+    assert answer.citations[0].heading == "Meaning"
+    # A clause that names nothing is no better than the whole question.
+    assert defining_clause("es cluster health yellow, what does that mean") is None
+    assert defining_clause("What does IC stand for, and what does that person do?") == \
+        "What does IC stand for"
+    assert defining_clause("What is an error budget?") is None  # one clause: the question
+
+
+def test_a_tool_the_documents_never_name_is_what_the_question_is_about(services):
+    """An ordinary English word where a tool goes ("a canary in spinnaker"), that no document
+    contains, makes a weakly matched question a near miss; shorthand whose spelled-out form
+    the documents use ("creds" for credentials) is not unknown."""
+    answers = services.answers
+    question = analyse("how do i abort a canary in spinnaker and roll back?")
+    assert answers._unknown_names(question, ANON, evidence=0.4) == ["spinnaker"]
+    # Matched well, the same word is taken for an ordinary one: "stuck in limbo".
+    assert answers._unknown_names(question, ANON, evidence=0.8) == []
+    assert answers._unknown_names(analyse("where are the provider creds kept?"), ANON,
+                                  evidence=0.4) == []
 
 
 def test_blocks_from_a_models_markdown():
