@@ -18,6 +18,7 @@ from citewise.api import (
     problems,
     routes_admin,
     routes_conversations,
+    routes_docs,
     routes_ingest,
     routes_library,
     routes_me,
@@ -116,6 +117,9 @@ def create_app(
         description=DESCRIPTION,
         lifespan=lifespan,
         responses=PROBLEM_RESPONSES,
+        # Served by routes_docs from a package's files: FastAPI's would load from a CDN.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.services = services
     app.state.door = None
@@ -153,6 +157,7 @@ def create_app(
     app.include_router(routes_conversations.router)
     app.include_router(routes_me.router)
     app.include_router(routes_page.router)
+    app.include_router(routes_docs.router)
     app.state.mcp_app = None
     app.mount("/mcp", _McpMount(app), name="mcp")
 

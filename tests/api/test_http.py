@@ -418,6 +418,27 @@ def test_openapi_describes_the_api(client):
     assert client.get("/docs").status_code == 200
 
 
+def test_the_api_reference_loads_nothing_from_elsewhere(client):
+    """/docs is Swagger UI from a package's files, served here: a CDN is out of reach on the
+    networks citewise runs on (tests/web/test_page.py renders it in a browser, offline)."""
+    page = client.get("/docs")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    sources = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+    assert sources and all(s.startswith("/docs/assets/") for s in sources), sources
+    assert "http://" not in page.text and "https://" not in page.text
+    assert "'/openapi.json'" in page.text or '"/openapi.json"' in page.text
+    script = client.get("/docs/assets/swagger-ui-bundle.js")
+    assert script.status_code == 200 and "SwaggerUIBundle" in script.text
+    assert script.headers["content-type"].startswith("text/javascript")
+    again = client.get("/docs/assets/swagger-ui-bundle.js",
+                       headers={"If-None-Match": script.headers["etag"]})
+    assert again.status_code == 304
+    missing = client.get("/docs/assets/index.html")  # only the files the page needs
+    assert missing.status_code == 404
+    assert missing.headers["content-type"] == "application/problem+json"
+    assert client.get("/redoc").status_code == 404  # its script would come from a CDN
+
+
 # API keys ----------------------------------------------------------------------------------
 
 

@@ -297,6 +297,30 @@ def test_a_late_answer_to_a_mistyped_key_does_not_sign_out_the_right_one(browser
     context.close()
 
 
+def test_the_api_reference_renders_with_nothing_from_elsewhere(browser, server):
+    """/docs in a real browser that refuses every request off this server, as a network
+    without internet would: Swagger UI draws the API from /openapi.json all the same."""
+    context = browser.new_context()
+    page = context.new_page()
+    elsewhere: list[str] = []
+
+    def only_this_server(route):
+        if route.request.url.startswith(server):
+            route.continue_()
+        else:
+            elsewhere.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", only_this_server)
+    page.goto(server + "/docs")
+    sync_api.expect(page.locator(".swagger-ui .info .title")).to_contain_text("citewise",
+                                                                             timeout=WAIT)
+    sync_api.expect(page.locator(".opblock-summary-path").filter(has_text="/v1/search")
+                    .first).to_be_visible()
+    assert elsewhere == []
+    context.close()
+
+
 def test_the_page_is_our_own_files_under_a_strict_policy(server):
     page = httpx.get(server + "/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
