@@ -115,12 +115,3 @@ class Synonyms:
                 if other not in present and other not in out and other not in low:
                     out.append(other)
         return sorted(out)
-
-    def expand(self, text: str) -> str:
-        """``text`` followed by what its shorthand stands for (or ``text`` itself)."""
-        more = self.additions(text)
-        return f"{text} ({' '.join(more)})" if more else text
-
-
-# The built-in groups alone: what the answer composer reads a question's verb with.
-BUILT_IN_SYNONYMS = Synonyms()

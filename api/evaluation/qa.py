@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from citewise.api.evaluation.runner import RetrievalConfig
+from citewise.api.evaluation.runner import RetrievalConfig, percentile
 from citewise.errors import InvalidRequestError
 from citewise.types import Identity
 
@@ -189,13 +189,7 @@ def _answer_figures(rows: list[dict]) -> dict:
         "citation_precision": relevant_cited / max(1, cited),
         "first_citation_relevant": first_relevant / max(1, len(answered)),
         "abstained_share": sum(r["abstained"] for r in unanswerable) / max(1, len(unanswerable)),
-        "p50_ms": _percentile(timings, 50),
-        "p95_ms": _percentile(timings, 95),
+        "p50_ms": percentile(timings, 50),
+        "p95_ms": percentile(timings, 95),
         "problems": problems,
     }
-
-
-def _percentile(values: list[float], pct: float) -> float:
-    if not values:
-        return 0.0
-    return values[min(len(values) - 1, round(pct / 100 * (len(values) - 1)))]

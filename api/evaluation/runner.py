@@ -198,7 +198,7 @@ def run_configs(
             description=config.describe(search.fusion),
             metrics=evaluate(run, qrels),
             p50_ms=statistics.median(timings) if timings else 0.0,
-            p95_ms=_percentile(timings, 95),
+            p95_ms=percentile(timings, 95),
             deep_p50_ms=statistics.median(deep_timings) if deep_timings else 0.0,
             is_default=config.mode == "hybrid" and fusion == search.fusion,
             per_query=rankings,
@@ -210,7 +210,8 @@ def run_configs(
     return results
 
 
-def _percentile(values: list[float], pct: float) -> float:
+def percentile(values: list[float], pct: float) -> float:
+    """The nearest-rank percentile (``pct`` in 0..100) of ``values``; 0 for none."""
     if not values:
         return 0.0
     ordered = sorted(values)

@@ -31,7 +31,7 @@ from citewise.index.sparse import tokenize
 from citewise.retrieval.answering.model import AnswerBlock, Citation, CodeSnippet, Step
 from citewise.retrieval.answering.question import Question, defining_clause
 from citewise.retrieval.search import SearchResult, line_link
-from citewise.retrieval.synonyms import BUILT_IN_SYNONYMS
+from citewise.retrieval.synonyms import Synonyms
 
 ACTION_HEADING = re.compile(
     r"(mitigat|remediat|resolut|resolv|\bfix|steps|procedure|recover|restor|roll ?back|"
@@ -149,10 +149,13 @@ class _Citations:
 
 
 class Composer:
-    def __init__(self, scorer: Scorer) -> None:
+    def __init__(self, scorer: Scorer, synonyms: Synonyms | None = None) -> None:
         # ``scorer(texts)`` -> similarity of each text to the question (cosine);
         # ``scorer(texts, clause)``: to that part of the question instead.
         self.score = scorer
+        # Search's synonyms (the built-in groups and the organisation's file): what the verb
+        # of "how do I <verb>" also stands for.
+        self.synonyms = synonyms if synonyms is not None else Synonyms()
 
     def compose(self, q: Question, ev: Evidence) -> Composed | None:
         if not ev.results:
@@ -248,7 +251,7 @@ class Composer:
         texts = [_section_text(outline, s) for _, s in candidates]
         lexical = _lexical(q.words, texts)
         # "how do I safely bounce it": the section that says restart is the one that does it.
-        verbs = _asked_verbs(q)
+        verbs = _asked_verbs(q, self.synonyms)
         diagnosing = bool(DIAGNOSE.search(q.text))
         ranked: list[tuple[float, int]] = []
         for (i, s), shared, text in zip(candidates, lexical, texts, strict=True):
@@ -827,7 +830,7 @@ _VAGUE_VERBS = frozenset(tokenize("do fix get make handle deal solve sort resolv
                                   "find see know tell check it this that"))
 
 
-def _asked_verbs(q: Question) -> set[str]:
+def _asked_verbs(q: Question, synonyms: Synonyms) -> set[str]:
     """The verb of "how do I <verb>" and what it stands for, as BM25 terms: "bounce" and
     "restart". Vague verbs (fix, handle, deal with) say nothing about which section."""
     m = _HOW_DO_I.search(q.text)
@@ -837,7 +840,7 @@ def _asked_verbs(q: Question) -> set[str]:
     terms = set(tokenize(verb))
     if not terms or terms & _VAGUE_VERBS:
         return set()
-    for other in BUILT_IN_SYNONYMS.additions(verb):
+    for other in synonyms.additions(verb):
         terms |= set(tokenize(other))
     return terms
 

@@ -133,7 +133,7 @@ class AnswerService:
         )
         ev.results = [r for r in ev.results if r.document_id in ev.records]
         ev.strip_injected = injection is not None and injection[1] == "redact"
-        composed = Composer(self._scorer(query_vec)).compose(q, ev)
+        composed = Composer(self._scorer(query_vec), self.search.synonyms).compose(q, ev)
         if composed is None or not composed.blocks:
             return self._abstain(q, evidence, "no passage holds an answer to quote")
         return _Prepared(q, ev, composed, evidence, decisions)
