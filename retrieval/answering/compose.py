@@ -420,8 +420,10 @@ class Composer:
 
     # Facts ------------------------------------------------------------------------------------
     def _fact(self, q: Question, ev: Evidence) -> Composed | None:
-        return (self._table_row(q, ev) or self._front_matter(q, ev)
-                or self._listing(q, ev))
+        # "What are the severity levels?" names a section and wants it as the list it is; a
+        # table row that only shares the word "severity" with the question answers less.
+        return (self._listing(q, ev) or self._table_row(q, ev)
+                or self._front_matter(q, ev))
 
     def _table_row(self, q: Question, ev: Evidence) -> Composed | None:
         """The table row whose cells share the question's rarer words, with its headers."""
@@ -808,8 +810,18 @@ def _subject_bonus(q: Question, heading: str, text: str,
 
 
 def _first_sentence(section: Section) -> str:
-    para = next((b.text for b in section.blocks if b.kind == "paragraph"), "")
-    return _trim(_SENTENCE.split(para)[0]) if para else ""
+    """What a section says first; a sentence that only opens a list ("Any of:") comes with the
+    list's first item, which is what it says."""
+    at = next((i for i, b in enumerate(section.blocks) if b.kind == "paragraph"), None)
+    if at is None:
+        return ""
+    first = _SENTENCE.split(section.blocks[at].text)[0].strip()
+    if first.endswith(":"):
+        listed = next((b for b in section.blocks[at + 1:] if b.kind == "list" and b.items), None)
+        if listed is not None:
+            more = " ..." if len(listed.items) > 1 else ""
+            first = f"{first} {listed.items[0].text}{more}"
+    return _trim(first)
 
 
 def _is_contents(outline: Outline, block: Block) -> bool:

@@ -270,6 +270,35 @@ If `macallocator` is down, new virtual machines cannot be created.
 
 1. Restart it: `kubectl -n vm rollout restart deploy/macallocator`.
 """
+# A list asked for by its section's name, beside a table that shares a word with the question.
+LEVELS = """
+---
+title: Incident handbook
+---
+# Incident handbook
+
+## Paging policy
+
+| Alert severity | Notification |
+|---|---|
+| `critical` | phone call and push |
+| `low` | a ticket, never a page |
+
+## Severity levels
+
+Severity describes the impact on customers, not how hard the problem is.
+
+### SEV1 - critical
+
+Any of:
+
+- Checkout unavailable for five minutes.
+- Confirmed loss of order data.
+
+### SEV2 - major
+
+Response: the incident commander is paged.
+"""
 CODE = '''"""Ingest guards."""
 
 
@@ -302,6 +331,7 @@ def services(tmp_path_factory, dense):
     write(docs, "runbooks/metricsd-down.md", METRICSD)
     write(docs, "wiki/ssh-limits.md", LIMITS)
     write(docs, "runbooks/mac-allocator-down.md", ALLOCATOR)
+    write(docs, "wiki/incident-handbook.md", LEVELS)
     repo = base / "repo"
     write(repo, "guards.py", CODE)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
@@ -504,6 +534,18 @@ def test_a_definition_answers_the_clause_that_asks_for_it(services):
     assert defining_clause("What does IC stand for, and what does that person do?") == \
         "What does IC stand for"
     assert defining_clause("What is an error budget?") is None  # one clause: the question
+
+
+def test_a_list_asked_for_by_name_is_the_section_not_a_table_row(services):
+    """"What are the severity levels?": the section of that name, each level with what it
+    says first (a sentence that opens a list comes with the list's first item), rather than
+    the paging table's row that shares the word "severity"."""
+    answer = services.answers.answer("What are the severity levels?", ANON)
+    assert not answer.abstained and [b.type for b in answer.blocks] == ["steps"], answer.answer
+    items = [s.text for s in answer.blocks[0].steps]
+    assert items == ["SEV1 - critical: Any of: Checkout unavailable for five minutes. ...",
+                     "SEV2 - major: Response: the incident commander is paged."], items
+    assert answer.citations[0].heading == "Severity levels"
 
 
 def test_a_tool_the_documents_never_name_is_what_the_question_is_about(services):
