@@ -27,7 +27,7 @@ import numpy as np
 from citewise.index.catalog import DocumentRecord
 from citewise.index.dense import embedding_text
 from citewise.index.outline import Block, Item, Outline, Section
-from citewise.index.sparse import tokenize
+from citewise.index.sparse import STOPWORDS, tokenize
 from citewise.retrieval.answering.model import AnswerBlock, Citation, CodeSnippet, Step
 from citewise.retrieval.answering.question import Question, defining_clause
 from citewise.retrieval.search import SearchResult, line_link
@@ -176,7 +176,7 @@ class Composer:
             if fact is not None:
                 return fact
         if q.kind == "definition":
-            definition = self._definition(q, ev)
+            definition = self._expansion(q, ev) or self._definition(q, ev)
             if definition is not None:
                 return definition
         return self._sentences(q, ev, limit=2 if q.kind in ("fact", "yesno") else 3)
@@ -516,6 +516,43 @@ class Composer:
         return None
 
     # Definitions and sentences ----------------------------------------------------------------
+    def _expansion(self, q: Question, ev: Evidence) -> Composed | None:
+        """"What does IC stand for?": the words whose initials spell it, where the documents
+        name them (a heading, "incident commander (IC)"), then what that section says first.
+        Documents use an abbreviation far more often than they spell it out, so the sentences
+        that mention it rarely say what it stands for."""
+        m = STANDS_FOR.search(q.text)
+        if m is None:
+            return None
+        short = m.group("short")
+        found = None
+        for doc_id in self._documents(ev, limit=2):
+            # A heading named for it, else prose that spells it out: "incident commander (IC)".
+            for s in ev.outlines[doc_id].sections:
+                if (words := _spelled_out(short, s.title)) is not None:
+                    found = found or (doc_id, s, words)
+            for s in ev.outlines[doc_id].sections:
+                for b in s.blocks:
+                    if b.kind == "paragraph" and f"({short})" in b.text and found is None:
+                        before = b.text.split(f"({short})", 1)[0]
+                        if (words := _spelled_out(short, before, at_end=True)) is not None:
+                            found = (doc_id, s, words)
+            if found is not None:
+                break
+        if found is None:
+            return None
+        doc_id, s, words = found
+        cites = _Citations(ev)
+        n = cites.cite(doc_id, s.path, s.anchor, s.start_line, s.end_line,
+                       f"{short}: {words}")
+        blocks = [AnswerBlock(type="fact", label=short, value=words, citations=[n])]
+        first = _first_sentence(s)
+        if first and not restates(q, first):
+            blocks.append(AnswerBlock(type="paragraph", text=first, citations=[n]))
+        score = float(self.score([embedding_text(ev.records[doc_id].title, s.path,
+                                                 f"{short} {words}")])[0])
+        return Composed(blocks, cites.all(), score, [doc_id])
+
     def _definition(self, q: Question, ev: Evidence) -> Composed | None:
         """The paragraph, list item or table row (with its headers) that defines the term."""
         candidates = []
@@ -807,6 +844,26 @@ def _subject_bonus(q: Question, heading: str, text: str,
     if subject & _content_words(heading):
         bonus += 0.05
     return bonus
+
+
+# "What does IC stand for", "what is SRE short for": an abbreviation of 2 to 6 capitals.
+STANDS_FOR = re.compile(r"\b(?i:what (does|do|is|'s) (an? |the )?)(?P<short>[A-Z][A-Z0-9]{1,5}) "
+                        r"(?i:stand for|short for)\b")
+
+
+def _spelled_out(short: str, text: str, *, at_end: bool = False) -> str | None:
+    """The words of ``text`` whose initials spell ``short`` ("incident commander" for IC): whole
+    words of three letters or more, none a stop word; with ``at_end``, the words that end
+    ``text`` (what comes before "(IC)")."""
+    words = re.findall(r"[A-Za-z][\w-]*", text)
+    letters = short.lower()
+    starts = [len(words) - len(letters)] if at_end else range(len(words) - len(letters) + 1)
+    for i in starts:
+        run = words[i:i + len(letters)] if i >= 0 else []
+        if len(run) == len(letters) and "".join(w[0].lower() for w in run) == letters and all(
+                len(w) >= 3 and w.lower() not in STOPWORDS for w in run):
+            return " ".join(run)
+    return None
 
 
 def _first_sentence(section: Section) -> str:

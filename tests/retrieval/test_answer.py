@@ -14,6 +14,7 @@ import subprocess
 import pytest
 
 from citewise.ingest.jobs import run_source
+from citewise.retrieval.answering.compose import _spelled_out
 from citewise.retrieval.answering.markdown import blocks_from_markdown
 from citewise.retrieval.answering.question import analyse, defining_clause
 from citewise.settings import SourceConfig
@@ -298,6 +299,10 @@ Any of:
 ### SEV2 - major
 
 Response: the incident commander is paged.
+
+## The incident commander
+
+The IC coordinates; they do not debug. It covers the channel, the roles and the timeline.
 """
 CODE = '''"""Ingest guards."""
 
@@ -546,6 +551,22 @@ def test_a_list_asked_for_by_name_is_the_section_not_a_table_row(services):
     assert items == ["SEV1 - critical: Any of: Checkout unavailable for five minutes. ...",
                      "SEV2 - major: Response: the incident commander is paged."], items
     assert answer.citations[0].heading == "Severity levels"
+
+
+def test_what_an_abbreviation_stands_for_comes_from_the_words_that_spell_it(services):
+    """The handbook never writes "IC stands for"; its heading "The incident commander" is
+    where the words are, and the section's first sentence says what the IC does."""
+    answer = services.answers.answer("What does IC stand for, and what does that person do?",
+                                     ANON)
+    assert answer.kind == "definition" and not answer.abstained
+    fact = answer.blocks[0]
+    assert (fact.type, fact.label, fact.value) == ("fact", "IC", "incident commander")
+    assert answer.blocks[1].text == "The IC coordinates; they do not debug."
+    assert answer.citations[0].heading == "The incident commander"
+    # Short or stop words never spell it ("It covers"), nor the letters themselves.
+    assert _spelled_out("IC", "It covers the channel") is None
+    assert _spelled_out("IC", "paged by the incident commander ",  # before "(IC)"
+                        at_end=True) == "incident commander"
 
 
 def test_a_tool_the_documents_never_name_is_what_the_question_is_about(services):
