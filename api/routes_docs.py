@@ -7,9 +7,8 @@ that FastAPI writes; ``swagger-ui-bundle``'s 4.15 cannot), served by us: nothing
 network. Only the package's files are used, not its app class. (``/redoc``, which would load
 its script from a CDN too, is not offered.)
 
-The files are public, like ``/openapi.json``: they hold no knowledge. The reference calls the
-API with whatever ``Authorization`` header its Authorize button is given, through the same front
-door as everyone else.
+The files are public, like ``/openapi.json``: they hold no knowledge. A call made from the
+reference's "Try it out" goes through the same front door as everyone else's.
 """
 
 from __future__ import annotations

@@ -525,20 +525,8 @@ class Composer:
         if m is None:
             return None
         short = m.group("short")
-        found = None
-        for doc_id in self._documents(ev, limit=2):
-            # A heading named for it, else prose that spells it out: "incident commander (IC)".
-            for s in ev.outlines[doc_id].sections:
-                if (words := _spelled_out(short, s.title)) is not None:
-                    found = found or (doc_id, s, words)
-            for s in ev.outlines[doc_id].sections:
-                for b in s.blocks:
-                    if b.kind == "paragraph" and f"({short})" in b.text and found is None:
-                        before = b.text.split(f"({short})", 1)[0]
-                        if (words := _spelled_out(short, before, at_end=True)) is not None:
-                            found = (doc_id, s, words)
-            if found is not None:
-                break
+        found = next(((doc_id, *where) for doc_id in self._documents(ev, limit=2)
+                      if (where := _where_spelled_out(short, ev.outlines[doc_id]))), None)
         if found is None:
             return None
         doc_id, s, words = found
@@ -849,6 +837,21 @@ def _subject_bonus(q: Question, heading: str, text: str,
 # "What does IC stand for", "what is SRE short for": an abbreviation of 2 to 6 capitals.
 STANDS_FOR = re.compile(r"\b(?i:what (does|do|is|'s) (an? |the )?)(?P<short>[A-Z][A-Z0-9]{1,5}) "
                         r"(?i:stand for|short for)\b")
+
+
+def _where_spelled_out(short: str, outline: Outline) -> tuple[Section, str] | None:
+    """The section whose heading spells ``short`` out, else the one whose prose does before
+    "(IC)"; with the words."""
+    for s in outline.sections:
+        if (words := _spelled_out(short, s.title)) is not None:
+            return s, words
+    marker = f"({short})"
+    for s in outline.sections:
+        for b in s.blocks:
+            if b.kind == "paragraph" and marker in b.text and (words := _spelled_out(
+                    short, b.text.split(marker, 1)[0], at_end=True)) is not None:
+                return s, words
+    return None
 
 
 def _spelled_out(short: str, text: str, *, at_end: bool = False) -> str | None:

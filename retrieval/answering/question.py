@@ -102,16 +102,20 @@ VALUE_OF = re.compile(r"^\s*what('s| is| are) (a |an |the )?(normal|typical|usua
                       r"expected|good|healthy|current|recommended|maximum|minimum)\b", re.I)
 
 
+# Where one clause of a question ends and the next begins: punctuation, or a dash between words.
+_CLAUSE_BREAK = re.compile(r"[,;:?]\s*|\s+-+\s+")
+
+
 def _clauses(text: str) -> list[str]:
     """The question and its clauses: "If the pager is ignored, who is woken up?" asks who."""
-    return [text, *(c for c in re.split(r"[,;:?]\s*|\s+-+\s+", text)[1:] if c.strip())]
+    return [text, *(c for c in _CLAUSE_BREAK.split(text)[1:] if c.strip())]
 
 
 def defining_clause(text: str) -> str | None:
     """The clause that asks for a definition, when the question says more than that: "what is
     kubemacpool for? it's down and vms won't create" defines by its first clause; the second
     describes the trouble, and matching it would pick the runbook's Impact, not its Meaning."""
-    parts = [p.strip() for p in re.split(r"[,;:?]\s*|\s+-+\s+", text) if p.strip()]
+    parts = [p.strip() for p in _CLAUSE_BREAK.split(text) if p.strip()]
     if len(parts) < 2:
         return None
     # Only a clause that names what it asks about: in "es cluster health yellow, what does
