@@ -41,6 +41,9 @@ MEANING_HEADING = re.compile(r"(alert|meaning|means|summary|overview|what|descri
                              re.I)
 DEFINITION_HEADING = re.compile(r"(what is|overview|summary|introduction|about|glossary|"
                                 r"definition|background|concepts?|meaning)", re.I)
+# Where a document says why: a postmortem's Root cause, a runbook's Possible causes.
+CAUSE_HEADING = re.compile(r"\b(root[ -]?causes?|causes?|caused by|why (it|this) happen\w*|"
+                           r"reasons?)\b", re.I)
 LISTING = re.compile(r"^\s*(what|which) are\b|^\s*(list|name) (the|all)\b", re.I)
 SKIP_HEADING = re.compile(r"^(related|see also|references|further reading|links|"
                           r"related (alerts|links|runbooks|documents|pages)( and links)?)\b", re.I)
@@ -175,6 +178,10 @@ class Composer:
             fact = self._fact(q, ev)
             if fact is not None:
                 return fact
+        if q.kind == "cause":
+            cause = self._cause(q, ev)
+            if cause is not None:
+                return cause
         if q.kind == "definition":
             definition = self._expansion(q, ev) or self._definition(q, ev)
             if definition is not None:
@@ -514,6 +521,46 @@ class Composer:
                                       citations=[n])]
                 return Composed(blocks, cites.all(), hits[i], [doc_id])
         return None
+
+    def _cause(self, q: Question, ev: Evidence) -> Composed | None:
+        """"What was the root cause of the outage?", "why does the compactor crash?": the
+        section that says why (Root cause, Possible causes), its opening prose whole and its
+        list, not the sentences of the Timeline that share the most words with the question."""
+        candidates = []  # (doc id, section, its blocks to quote, hit relevance)
+        for doc_id in self._documents(ev, limit=2):
+            outline = ev.outlines[doc_id]
+            hits = self._hit_sections(ev, doc_id)
+            for i, s in enumerate(outline.sections):
+                if not CAUSE_HEADING.search(s.title) or SKIP_HEADING.match(s.title):
+                    continue
+                paragraph = next((b for b in s.blocks if b.kind == "paragraph"
+                                  and not _hides(ev, b.text)), None)
+                listed = next((b for b in s.blocks if b.kind == "list" and b.items), None)
+                if paragraph is None and listed is None:
+                    continue
+                candidates.append((doc_id, s, paragraph, listed, hits.get(i, 0.0)))
+        if not candidates:
+            return None
+        first_doc = self._documents(ev, limit=1)[0]
+        scores = self.score([embedding_text(ev.records[d].title, s.path,
+                                            _section_text(ev.outlines[d], s))
+                             for d, s, *_ in candidates])
+        scores = scores + np.array([0.5 * hit + (TOP_DOCUMENT_BONUS if d == first_doc else 0.0)
+                                    for d, _s, _p, _l, hit in candidates])
+        k = int(np.argmax(scores))
+        doc_id, s, paragraph, listed, _hit = candidates[k]
+        cites = _Citations(ev)
+        quoted = []
+        if paragraph is not None:
+            quoted.append(_trim(" ".join(_SENTENCE.split(paragraph.text)[:4])))
+        steps = [Step(text=it.text) for it in listed.items[:MAX_STEPS]] if listed else []
+        n = cites.cite(doc_id, s.path, s.anchor, s.start_line, s.end_line,
+                       "\n".join(quoted + [st.text for st in steps]))
+        blocks = [AnswerBlock(type="paragraph", text=t, citations=[n]) for t in quoted]
+        if steps:
+            blocks.append(AnswerBlock(type="steps", steps=steps, ordered=listed.ordered,
+                                      citations=[n]))
+        return Composed(blocks, cites.all(), float(scores[k]), [doc_id])
 
     # Definitions and sentences ----------------------------------------------------------------
     def _expansion(self, q: Question, ev: Evidence) -> Composed | None:

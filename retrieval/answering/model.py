@@ -87,7 +87,7 @@ class Answer(BaseModel):
     )
     mode: str = Field(default="extractive", description="extractive or llm")
     kind: str = Field(default="general", description="The shape of question recognised: "
-                      "action, alert, fact, code, definition, yesno or general.")
+                      "action, alert, fact, code, cause, definition, yesno or general.")
     evidence: float = Field(
         default=0.0, description="Similarity of the best passage to the question."
     )

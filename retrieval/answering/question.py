@@ -52,6 +52,11 @@ DEFINITION = re.compile(
     r"^\s*(what('s|’s| is| are) the (point|purpose|use|job|role) of\b|"
     r"what( is| are|'s|’s) (a |an |the )?|what does .+ (mean|stand for|do)\b|define |"
     r"meaning of |explain )", re.I)
+# Why something happened: a postmortem's Root cause, a runbook's Possible causes. Only as
+# asked ("why did", "what caused", "root cause"); "X fails because Y" states a cause and asks
+# what to do about it.
+CAUSE = re.compile(r"^\s*why\b|\b(root[ -]?causes?|what caused|cause of|causes of|reason (for|why)|"
+                   r"what went wrong|how did .+ happen)\b", re.I)
 YESNO = re.compile(r"^\s*(is|are|does|do|can|should|will|has|have|was|were|did|may)\b", re.I)
 # A question that starts like one; a statement of trouble ("Builds wait ages...") does not, and
 # is a request for what to do about it.
@@ -78,7 +83,7 @@ _COMMON_CAPS = frozenset({"I", "A", "OK", "IT", "US", "UK", "EU", "AM", "PM", "T
 @dataclass
 class Question:
     text: str
-    kind: str  # action | alert | fact | code | definition | yesno | general
+    kind: str  # action | alert | fact | code | cause | definition | yesno | general
     alerts: list[str] = field(default_factory=list)
     # Name-like words (identifiers, CamelCase, capitalised mid-sentence, with digits or
     # dots): what the question is specifically about.
@@ -151,6 +156,8 @@ def analyse(text: str) -> Question:
         kind = "fact"  # a noun phrase asked about: "sshd MaxStartups values on the fe nodes?"
     elif ACTION.search(text) or not asking:
         kind = "action"
+    elif CAUSE.search(text):
+        kind = "cause"
     elif any(DEFINITION.search(c) for c in clauses):
         kind = "definition"
     elif YESNO.search(text):

@@ -304,6 +304,33 @@ Response: the incident commander is paged.
 
 The IC coordinates; they do not debug. It covers the channel, the roles and the timeline.
 """
+POSTMORTEM = """---
+title: "Postmortem: search outage, 2025-06-03"
+---
+
+# Postmortem: search outage, 2025-06-03
+
+## Summary
+
+Search returned errors for 40 minutes after a reindex job filled the disk of the search nodes.
+
+## Timeline
+
+| Time | Event |
+|---|---|
+| 09:12 | The nightly reindex job starts on search-prod. |
+| 09:40 | Search errors rise; the on-call engineer restarts the search pods. |
+| 09:52 | The reindex job is stopped and errors drop. |
+
+## Root cause
+
+The reindex job wrote its new index beside the old one without checking free space. The
+disk filled at 09:38 and the search nodes went read-only, so every query failed.
+
+## Action items
+
+- Check free space before a reindex starts.
+"""
 CODE = '''"""Ingest guards."""
 
 
@@ -337,6 +364,7 @@ def services(tmp_path_factory, dense):
     write(docs, "wiki/ssh-limits.md", LIMITS)
     write(docs, "runbooks/mac-allocator-down.md", ALLOCATOR)
     write(docs, "wiki/incident-handbook.md", LEVELS)
+    write(docs, "wiki/postmortem-search-outage.md", POSTMORTEM)
     repo = base / "repo"
     write(repo, "guards.py", CODE)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
@@ -363,6 +391,10 @@ def test_question_shapes():
     assert analyse("If the primary ignores a page for five minutes, who is paged?").kind == "fact"
     assert analyse("Which function refuses a mass deletion?").kind == "code"
     assert analyse("What is an error budget?").kind == "definition"
+    assert analyse("Why did search fail on June 3rd?").kind == "cause"
+    assert analyse("what was the root cause of the search outage").kind == "cause"
+    # A statement with "because" asks what to do, not why.
+    assert analyse("Search fails because the disk is full").kind == "action"
     assert analyse("How do I fail over the cockroachdb cluster?").names == []
     assert "UH" in analyse("What does the response flag UH mean?").names
 
@@ -398,6 +430,18 @@ def test_an_alert_question_gets_its_meaning_then_the_steps(services):
     assert answer.blocks[0].type == "paragraph" and "CachePrimaryDown" in answer.blocks[0].text
     assert any(b.type == "steps" for b in answer.blocks)
     assert "cachectl promote" in answer.answer
+
+
+def test_a_why_question_gets_the_root_cause_whole(services):
+    """The Root cause section says why, in one paragraph read whole; the Timeline's rows share
+    more words with "why did search fail" and say only what happened when."""
+    a = services.answers.answer("Why did search fail on June 3rd?", ANON)
+    assert a.kind == "cause" and not a.abstained
+    assert a.citations[0].heading.endswith("Root cause")
+    assert a.blocks[0].type == "paragraph"
+    assert a.blocks[0].text.startswith("The reindex job wrote its new index beside the old one")
+    assert a.blocks[0].text.endswith("so every query failed.")
+    assert "09:40" not in a.answer
 
 
 def test_a_procedure_in_prose_keeps_its_commands_in_order(services):
