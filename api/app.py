@@ -28,11 +28,11 @@ from citewise.api import (
 )
 from citewise.api.auth import is_admin
 from citewise.api.composition import Door, Services, build_door, build_services
-from citewise.api.frontdoor import FrontDoor
+from citewise.api.frontdoor import FrontDoor, rule_for
 from citewise.api.ingest_metrics import catalog_metrics
 from citewise.api.mcp import http_server
 from citewise.api.middleware import BodyLimit, send_problem
-from citewise.api.openapi import PROBLEM_RESPONSES
+from citewise.api.openapi import PROBLEM_RESPONSES, describe_security
 from citewise.errors import CitewiseError, ConfigError
 from citewise.ingest.consistency import check
 from citewise.settings import Settings
@@ -66,6 +66,23 @@ def uvicorn_options(settings: Settings) -> dict:
     if settings.trusted_proxies:
         return {"proxy_headers": True, "forwarded_allow_ips": settings.trusted_proxies}
     return {"proxy_headers": False}
+
+
+def _describe_security(app: FastAPI) -> None:
+    """The OpenAPI document with how callers authenticate: the front door's rules decide which
+    operations need a credential and which scope (one definition, ``frontdoor.RULES``)."""
+    build = app.openapi
+
+    def scope_for(method: str, path: str) -> tuple[bool, str | None]:
+        rule = rule_for(method, path)
+        return rule is not None, rule.scope if rule else None
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            app.openapi_schema = describe_security(build(), scope_for)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def create_app(
@@ -123,6 +140,7 @@ def create_app(
     )
     app.state.services = services
     app.state.door = None
+    _describe_security(app)
     app.state.operator_token = token
     if services is not None:
         open_door(app)

@@ -43,3 +43,44 @@ def problem_response(why: str) -> dict:
 
 PROBLEM_RESPONSES: dict[int | str, dict] = {
     status: problem_response(why) for status, why in _WHY.items()}
+
+
+# How a caller proves who it is (``identity/authenticate.py``), as OpenAPI security schemes:
+# the reference's Authorize button sends them, and generated clients know where a key goes.
+SECURITY_SCHEMES = {
+    "apiKey": {
+        "type": "http", "scheme": "bearer", "bearerFormat": "cw_... API key, or an OIDC token",
+        "description": "`Authorization: Bearer cw_...` with a key from `citewise keys create` "
+                       "(its scopes decide which routes it may call), or a token of the OIDC "
+                       "issuer the server is configured with (`CITEWISE_OIDC_ISSUER`).",
+    },
+    "cloudflareAccess": {
+        "type": "apiKey", "in": "header", "name": "Cf-Access-Jwt-Assertion",
+        "description": "The token Cloudflare Access adds in front of the server "
+                       "(`CITEWISE_ACCESS_TEAM_DOMAIN`); a browser behind Access sends it by "
+                       "itself.",
+    },
+}
+
+
+def describe_security(schema: dict, scope_for) -> dict:
+    """Add the security schemes to ``schema`` and, to each operation the front door
+    authenticates, the schemes it accepts and the scope it needs (``scope_for(method, path)``
+    answers ``(authenticated, scope)``). A server in local mode (loopback only, no key
+    required) lets callers without credentials through all the same: the document describes
+    a deployed one."""
+    schema.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEMES
+    for path, operations in schema.get("paths", {}).items():
+        for method, operation in operations.items():
+            if not isinstance(operation, dict):
+                continue
+            authenticated, scope = scope_for(method.upper(), path)
+            if not authenticated:
+                continue
+            operation["security"] = [{"apiKey": []}, {"cloudflareAccess": []}]
+            if scope:
+                operation["x-citewise-scope"] = scope
+                text, note = (operation.get("description") or "").rstrip(), \
+                    f"Needs the `{scope}` scope."
+                operation["description"] = f"{text}\n\n{note}" if text else note
+    return schema

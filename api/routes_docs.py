@@ -8,7 +8,8 @@ network. Only the package's files are used, not its app class. (``/redoc``, whic
 its script from a CDN too, is not offered.)
 
 The files are public, like ``/openapi.json``: they hold no knowledge. A call made from the
-reference's "Try it out" goes through the same front door as everyone else's.
+reference's "Try it out" goes through the same front door as everyone else's, with the key its
+Authorize button took (the document's security schemes, ``openapi.describe_security``).
 """
 
 from __future__ import annotations

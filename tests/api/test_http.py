@@ -418,6 +418,23 @@ def test_openapi_describes_the_api(client):
     assert client.get("/docs").status_code == 200
 
 
+def test_openapi_says_how_to_authenticate_and_which_scope(client):
+    """The reference's Authorize button and generated clients need the schemes; which
+    operations need which scope comes from the front door's rules."""
+    spec = client.get("/openapi.json").json()
+    schemes = spec["components"]["securitySchemes"]
+    assert schemes["apiKey"] == {**schemes["apiKey"], "type": "http", "scheme": "bearer"}
+    assert schemes["cloudflareAccess"]["name"] == "Cf-Access-Jwt-Assertion"
+    search = spec["paths"]["/v1/search"]["post"]
+    assert search["security"] == [{"apiKey": []}, {"cloudflareAccess": []}]
+    assert search["x-citewise-scope"] == "search"
+    assert search["description"].endswith("Needs the `search` scope.")
+    assert spec["paths"]["/v1/ingest/jobs"]["post"]["x-citewise-scope"] == "ingest"
+    assert spec["paths"]["/v1/keys"]["get"]["x-citewise-scope"] == "admin"
+    # Liveness is public: no credential asked for.
+    assert "security" not in spec["paths"]["/healthz"]["get"]
+
+
 def test_the_api_reference_loads_nothing_from_elsewhere(client):
     """/docs is Swagger UI from a package's files, served here: a CDN is out of reach on the
     networks citewise runs on (tests/web/test_page.py renders it in a browser, offline)."""

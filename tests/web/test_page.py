@@ -7,6 +7,7 @@ from the system (`.ci/run` installs Debian's `chromium`); Playwright never downl
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -318,6 +319,30 @@ def test_the_api_reference_renders_with_nothing_from_elsewhere(browser, server):
     sync_api.expect(page.locator(".opblock-summary-path").filter(has_text="/v1/search")
                     .first).to_be_visible()
     assert elsewhere == []
+    context.close()
+
+
+def test_the_api_reference_tries_a_route_with_a_key(browser, locked_server):
+    """On a server that requires a key, the reference's Authorize button takes one and "Try it
+    out" sends it: the search answers 200 with the key's principal, not 401."""
+    url, keys = locked_server
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(url + "/docs")
+    page.locator("button.authorize").first.click()
+    dialog = page.locator(".auth-container").filter(has=page.locator("#auth-bearer-value"))
+    dialog.locator("#auth-bearer-value").fill(keys["page-bob"])
+    dialog.locator("button.authorize").click()
+    page.locator("button.btn-done").first.click()
+    operation = page.locator(".opblock-get").filter(
+        has=page.locator(".opblock-summary-path", has_text=re.compile(r"^/v1/search$")))
+    operation.locator(".opblock-summary").click()
+    operation.locator("button.try-out__btn").click()
+    operation.locator("tr[data-param-name='q'] input").fill("redis failover")
+    with page.expect_response(lambda r: "/v1/search?" in r.url) as searched:
+        operation.locator("button.execute").click()
+    assert searched.value.status == 200, searched.value.text()
+    assert searched.value.request.headers["authorization"] == f"Bearer {keys['page-bob']}"
     context.close()
 
 
