@@ -10,6 +10,7 @@ import ipaddress
 import logging
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from citewise.api.conversations import Conversations
 from citewise.api.guardrails import Guardrails
@@ -27,7 +28,7 @@ from citewise.gateway.provider import ProviderSpec
 from citewise.index.blobs import BlobStore, LocalBlobStore, S3BlobStore
 from citewise.index.catalog import Catalog
 from citewise.index.dense import DenseEncoder, EmbeddingCache, RemoteEmbeddings
-from citewise.index.generations import IndexStore, LiveIndex
+from citewise.index.generations import IndexStore, LiveIndex, ModelChange
 from citewise.index.sparse import Bm25Encoder
 from citewise.index.vector_index import VectorIndex
 from citewise.ingest.jobs import JobQueue
@@ -106,6 +107,32 @@ def build_dense(settings: Settings) -> DenseEncoder:
     )
 
 
+def embedding_source(settings: Settings) -> dict:
+    """Where the configured model comes from, without secrets: what a reindex records so that
+    a server started with another model can load this one at the switch."""
+    if settings.embedding_url:
+        return {"url": settings.embedding_url, "model": settings.embedding_model}
+    return {"path": str(settings.embedding_model_path)} if settings.embedding_model_path else {}
+
+
+def model_loader(settings: Settings, dense: DenseEncoder):
+    """``LiveIndex``'s ``load_model``: an encoder for a recorded source, with this process's
+    other settings (its endpoint key, batch size), made current by adopting it into ``dense``,
+    the one encoder every part of the process holds."""
+    def load(source: dict) -> ModelChange:
+        changed = settings.model_copy(update={
+            "embedding_url": source.get("url"), "embedding_model": source.get("model"),
+            "embedding_model_path": Path(source["path"]) if source.get("path") else None,
+            "embedding_dim": None if source.get("url") != settings.embedding_url
+            else settings.embedding_dim})
+        fresh = DenseEncoder(changed.embedding_model_path, batch_size=changed.embedding_batch_size,
+                             remote=build_remote_embeddings(changed))
+        fresh.warm_up()  # the weights (or the endpoint) answer before anything waits on them
+        fresh.count_tokens("warm up")
+        return ModelChange(fresh.model_id, fresh.dim, lambda: dense.adopt(fresh))
+    return load
+
+
 def check_embedding_model(catalog: Catalog, dense: DenseEncoder) -> None:
     """Queries and documents must be embedded by the same model: a similarity between vectors
     of two models means nothing, even when their sizes agree. The catalog records the model the
@@ -147,14 +174,16 @@ def build_reindexer(settings: Settings, services: Services | None = None) -> Rei
         return Reindexer(catalog=services.catalog, blobs=services.blobs, dense=services.dense,
                          sparse=services.sparse, store=services.index.store,
                          chunk_max_tokens=settings.chunk_max_tokens, data_dir=settings.data_dir,
-                         min_free_bytes=settings.min_free_mb * 2**20)
+                         min_free_bytes=settings.min_free_mb * 2**20,
+                         embedding_source=embedding_source(settings))
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     dense = build_dense(settings)
     return Reindexer(catalog=Catalog(settings.catalog_path), blobs=build_blobs(settings),
                      dense=dense, sparse=Bm25Encoder(),
                      store=build_index_store(settings, dense.dim),
                      chunk_max_tokens=settings.chunk_max_tokens, data_dir=settings.data_dir,
-                     min_free_bytes=settings.min_free_mb * 2**20, owned=True)
+                     min_free_bytes=settings.min_free_mb * 2**20,
+                     embedding_source=embedding_source(settings), owned=True)
 
 
 def build_index(settings: Settings, dim: int) -> VectorIndex:
@@ -266,7 +295,7 @@ def build_services(settings: Settings) -> Services:
     sparse = Bm25Encoder()
     # The live generation's index, following the catalog's pointer (`citewise reindex`).
     index = LiveIndex(catalog, build_index_store(settings, dense.dim),
-                      expected_model=dense.model_id)
+                      expected_model=dense.model_id, load_model=model_loader(settings, dense))
     blobs = build_blobs(settings)
     pipeline = IngestPipeline(
         catalog=catalog,

@@ -272,6 +272,18 @@ class DenseEncoder:
         """Load the weights now rather than on the first request."""
         self.embed_query("warm up")
 
+    def adopt(self, other: DenseEncoder) -> None:
+        """Embed with ``other``'s model from now on (a reindex switched to an index built with
+        it; see ``index/generations.py``). Everyone holding this encoder follows; the cache of
+        document vectors is kept (its keys name the model), the remembered throwaway vectors
+        are not."""
+        self.model_path, self.remote, self.model_id = other.model_path, other.remote, \
+            other.model_id
+        self._tokenizer = other._tokenizer
+        with self._recent_lock:
+            self._recent.clear()
+        self._queries = QueryBatcher(self._encode)
+
     @property
     def max_tokens(self) -> int:
         return int(self.model.max_seq_length)

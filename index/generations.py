@@ -20,7 +20,7 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
@@ -42,6 +42,10 @@ LIVE = "index_generation"  # the live generation's name ("" or absent: the first
 BUILDING = "index_generation_building"  # JSON: the generation a reindex is building
 SETTINGS = "index_settings"  # JSON: what the live generation was built with (by a reindex)
 EMBEDDING_MODEL = "embedding_model"  # the live generation's embedding model
+# JSON: where that model comes from, as the reindex that built the generation was configured
+# ({"path": folder} or {"url": endpoint, "model": name}; never a key), so that a server started
+# with the old model can load the new one at the switch.
+EMBEDDING_SOURCE = "embedding_source"
 # JSON: generations a switch retired whose storage may not be dropped yet (a server held it).
 # Only these are ever dropped by a later reindex: a Qdrant server may hold collections of other
 # installations under similar names.
@@ -103,6 +107,16 @@ class IndexStore(Protocol):
 
 
 @dataclass
+class ModelChange:
+    """The embedding model of a new generation, loaded beside the current one: ``commit`` makes
+    the process embed with it (fast: the slow part, loading, is done)."""
+
+    model_id: str
+    dim: int
+    commit: Callable[[], None]
+
+
+@dataclass
 class _Held:
     name: str
     index: VectorIndex
@@ -121,15 +135,20 @@ class LiveIndex:
     ``moved`` says whether the pointer has left it since.
 
     ``expected_model``: the embedding model this process embeds queries with. A generation built
-    with another model cannot be searched by it, so calls fail with a message until the process
-    is restarted with the new settings.
+    with another model cannot be searched with it: ``load_model`` (given the model's source
+    that the reindex recorded, ``EMBEDDING_SOURCE``) loads that model before the switch, and
+    the process embeds with it from the switch on. Without it, or when the model cannot be
+    loaded here, calls fail with a message until the process is restarted with the new
+    settings.
     """
 
     def __init__(self, catalog: Catalog, store: IndexStore, *,
-                 expected_model: str | None = None) -> None:
+                 expected_model: str | None = None,
+                 load_model: Callable[[dict], ModelChange] | None = None) -> None:
         self.catalog = catalog
         self.store = store
         self.expected_model = expected_model
+        self.load_model = load_model
         self._lock = threading.Lock()  # the current generation and its users: held briefly
         self._switching = threading.Lock()  # one switch at a time; searches never wait on it
         name = live_generation(catalog)
@@ -176,9 +195,22 @@ class LiveIndex:
             name = live_generation(self.catalog)
             if self._closed or name == self._current.name:
                 return
+            refused = self._refusal(name)
+            change = None
+            if refused is not None:
+                change, refused = self._new_model(name, refused)
+                if change is not None:
+                    self.store.dim = change.dim  # type: ignore[attr-defined]
             opened = self.store.open(name)
-            current = _Held(name, opened, refused=self._refusal(name))
+            current = _Held(name, opened, refused=refused)
             with self._lock:
+                if change is not None:
+                    # With the generation, in one step: a search pinned to the old one that
+                    # embeds with the new model is asked again (``moved``), never mixed.
+                    change.commit()
+                    self.expected_model = change.model_id
+                    log.warning("embedding questions with %r, the model generation %r was "
+                                "built with", change.model_id, name)
                 old, self._current = self._current, current
                 old.retired = True
                 release = old.users == 0  # else the last call using it releases it
@@ -225,6 +257,26 @@ class LiveIndex:
                     f"{self.expected_model!r}",
                     "restart it with the settings `citewise reindex` was run with")
         return None
+
+    def _new_model(self, name: str, refused: tuple[str, str]
+                   ) -> tuple[ModelChange | None, tuple[str, str] | None]:
+        """Load the model generation ``name`` was built with, where the reindex recorded where
+        it comes from: (the change, None), or (None, why not)."""
+        raw = self.catalog.meta(EMBEDDING_SOURCE)
+        if self.load_model is None or not raw:
+            return None, refused
+        built_with = self.catalog.meta(EMBEDDING_MODEL)
+        try:
+            change = self.load_model(json.loads(raw))
+        except Exception as e:
+            log.exception("loading the embedding model of generation %r failed", name)
+            return None, (f"{refused[0]}, and loading that model here failed ({e})",
+                          refused[1])
+        if change.model_id != built_with:
+            return None, (f"{refused[0]}; the model its recorded source {raw} gives here is "
+                          f"{change.model_id!r}", refused[1])
+        log.info("loaded the embedding model %r of generation %r", change.model_id, name)
+        return change, None
 
     def close(self) -> None:
         with self._lock:

@@ -146,9 +146,18 @@ class IngestPipeline:
         # Room kept free on the data folder's disk (space.py: the index cannot fail cleanly).
         self.space = DiskSpace(self.work_dir, min_free_bytes)
         self.chunkers = Chunkers(dense.count_tokens, chunk_max_tokens)
-        self.signature = IndexSignature(self.chunkers, dense.model_id, sparse.version)
+        self._signature = IndexSignature(self.chunkers, dense.model_id, sparse.version)
         self.swap = VersionSwap(catalog, index, blobs)
         self._failing = threading.Lock()
+
+    @property
+    def signature(self) -> IndexSignature:
+        """What chunks depend on besides their bytes, with the model this process embeds with
+        now: a server moves to the model a reindex switched to (``index/generations.py``)."""
+        if self._signature.settings["embedding_model"] != self.dense.model_id:
+            self._signature = IndexSignature(self.chunkers, self.dense.model_id,
+                                             self.sparse.version)
+        return self._signature
 
     def prepare_index(self) -> tuple[int, set[str]]:
         """Before a run: finish what a crash left open, and when the index and the catalog

@@ -51,6 +51,7 @@ from citewise.index.dense import DenseEncoder
 from citewise.index.generations import (
     BUILDING,
     EMBEDDING_MODEL,
+    EMBEDDING_SOURCE,
     LIVE,
     RETIRED,
     SETTINGS,
@@ -105,7 +106,7 @@ class Reindexer:
     def __init__(self, *, catalog: Catalog, blobs: BlobStore, dense: DenseEncoder,
                  sparse: Bm25Encoder, store: IndexStore, chunk_max_tokens: int,
                  data_dir: Path, drop_delay: float = 1.0, min_free_bytes: int = 0,
-                 owned: bool = False) -> None:
+                 embedding_source: dict | None = None, owned: bool = False) -> None:
         self.catalog = catalog
         self.blobs = blobs
         self.dense = dense
@@ -119,6 +120,9 @@ class Reindexer:
         # The reserve an ingest run keeps free on the data folder's disk (``ingest/space.py``):
         # a rebuild writes a second index there.
         self.min_free_bytes = min_free_bytes
+        # Where the model comes from (a folder, or an endpoint and model name), recorded at the
+        # switch: a server started with the old model loads this one then (``LiveIndex``).
+        self.embedding_source = embedding_source
         self.signature = IndexSignature(Chunkers(dense.count_tokens, chunk_max_tokens),
                                         dense.model_id, sparse.version)
         self._owned = owned  # the catalog and the store are this reindexer's to close
@@ -212,6 +216,7 @@ class Reindexer:
         retired = sorted({*retired_generations(catalog), live})
         catalog.switch_generation(staged_path, {
             LIVE: name, BUILDING: "", EMBEDDING_MODEL: self.dense.model_id,
+            EMBEDDING_SOURCE: json.dumps(self.embedding_source or {}),
             SETTINGS: json.dumps(target), RETIRED: json.dumps(retired)})
         report.switch_ms = round((time.perf_counter() - switch_started) * 1000, 1)
         report.status, report.generation = "switched", name

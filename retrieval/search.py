@@ -119,18 +119,20 @@ class SearchService:
         self.rerank_candidates = rerank_candidates
         # On-call shorthand spelled out ("pg" -> postgres): added to the query, never replacing it.
         self.synonyms = synonyms if synonyms is not None else Synonyms()
-        self._query_vectors: OrderedDict[str, list[float]] = OrderedDict()
+        self._query_vectors: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
         self._cache_lock = Lock()
 
     def query_vector(self, query: str) -> list[float]:
-        """Query embeddings, with a small LRU: dashboards and bots repeat their questions."""
+        """Query embeddings, with a small LRU: dashboards and bots repeat their questions.
+        Keyed by the model too: a reindex can switch this process to another one."""
+        key = (self.dense.model_id, query)
         with self._cache_lock:
-            if query in self._query_vectors:
-                self._query_vectors.move_to_end(query)
-                return self._query_vectors[query]
+            if key in self._query_vectors:
+                self._query_vectors.move_to_end(key)
+                return self._query_vectors[key]
         vec = self.dense.embed_query(query)
         with self._cache_lock:
-            self._query_vectors[query] = vec
+            self._query_vectors[key] = vec
             while len(self._query_vectors) > 1024:
                 self._query_vectors.popitem(last=False)
         return vec

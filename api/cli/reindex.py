@@ -128,8 +128,9 @@ def _print(report, model_before: str | None) -> None:
         click.echo(f"generation {_label(name)} is still open in another process (citewise "
                    "serve): it drops it once it has switched")
     if report.status == "switched" and model_before not in (None, report.model):
-        click.secho(f"the embedding model changed ({model_before} -> {report.model}): "
-                    "restart `citewise serve` with these settings", fg="yellow")
+        click.secho(f"the embedding model changed ({model_before} -> {report.model}): a running "
+                    "`citewise serve` loads it at the switch; give the server these settings "
+                    "too, or it refuses to start next time", fg="yellow")
     if report.status == "failed":
         for line in report.failures + report.problems:
             click.secho(f"problem: {line}", fg="red")

@@ -143,8 +143,11 @@ class AnswerService:
         """A cached answer for this caller's scope, or None; and how to store the new one."""
         if self.cache is None:
             return None, None
+        model = self.search.dense.model_id  # read first: the vector is this model's or newer
         vector = np.asarray(self.search.query_vector(question), dtype=np.float32)
-        scope = scope_of(identity, filters, f"{self._config}|{injection}")
+        # The model is part of the scope: after a reindex switched models, a vector of the new
+        # one is never compared with entries of the old.
+        scope = scope_of(identity, filters, f"{self._config}|{injection}|{model}")
         if use_cache:
             hit = self.cache.lookup(scope, vector)
             if hit is not None:

@@ -13,8 +13,10 @@ from citewise.errors import BackendError
 from citewise.index.catalog import Catalog
 from citewise.index.generations import (
     EMBEDDING_MODEL,
+    EMBEDDING_SOURCE,
     LIVE,
     LiveIndex,
+    ModelChange,
     moved,
     next_generation,
     pinned,
@@ -78,6 +80,69 @@ def test_a_generation_of_another_model_is_refused_with_what_to_do(tmp_path, stor
     with pytest.raises(BackendError, match="model-b") as raised:
         live.count()
     assert "restart" in raised.value.hint
+    live.close()
+    catalog.close()
+
+
+def _switch_to_model(catalog: Catalog, model: str, source: str) -> None:
+    """What the switch transaction of a reindex with another model writes."""
+    with catalog.transaction():
+        catalog.set_meta(LIVE, "g2")
+        catalog.set_meta(EMBEDDING_MODEL, model)
+        catalog.set_meta(EMBEDDING_SOURCE, source)
+
+
+def test_a_generation_of_another_model_is_searched_with_that_model_once_loaded(tmp_path, store):
+    """The reindex recorded where its model comes from; the process loads it before it moves,
+    and starts embedding with it in the same step as it moves to the generation."""
+    catalog = Catalog(tmp_path / "catalog.db")
+    catalog.set_meta(EMBEDDING_MODEL, "model-a")
+    asked, committed = [], []
+
+    def load(source: dict) -> ModelChange:
+        asked.append(source)
+        return ModelChange("model-b", DIM, lambda: committed.append(live.generation))
+
+    live = LiveIndex(catalog, store, expected_model="model-a", load_model=load)
+    new = store.open("g2")
+    new.upsert([_point(2, "new")])
+    new.close()
+    _switch_to_model(catalog, "model-b", '{"path": "/models/b"}')
+    assert live.count() == 1 and live.generation == "g2"
+    assert asked == [{"path": "/models/b"}]
+    assert committed == [""]  # made current while the old generation was still the current one
+    assert live.expected_model == "model-b"
+    live.close()
+    catalog.close()
+
+
+def test_a_model_that_cannot_be_loaded_is_refused_with_why(tmp_path, store):
+    catalog = Catalog(tmp_path / "catalog.db")
+    catalog.set_meta(EMBEDDING_MODEL, "model-a")
+
+    def load(source: dict) -> ModelChange:
+        raise ConnectionError("the endpoint did not answer")
+
+    live = LiveIndex(catalog, store, expected_model="model-a", load_model=load)
+    store.open("g2").close()
+    _switch_to_model(catalog, "model-b", '{"url": "http://127.0.0.1:9/v1", "model": "b"}')
+    with pytest.raises(BackendError, match="loading that model here failed") as raised:
+        live.count()
+    assert "endpoint did not answer" in str(raised.value) and "restart" in raised.value.hint
+    live.close()
+    catalog.close()
+
+
+def test_a_recorded_source_that_gives_another_model_is_refused(tmp_path, store):
+    catalog = Catalog(tmp_path / "catalog.db")
+    catalog.set_meta(EMBEDDING_MODEL, "model-a")
+    live = LiveIndex(catalog, store, expected_model="model-a",
+                     load_model=lambda source: ModelChange("model-c", DIM, lambda: None))
+    store.open("g2").close()
+    _switch_to_model(catalog, "model-b", '{"path": "/models/b"}')
+    with pytest.raises(BackendError, match="model-c"):
+        live.count()
+    assert live.expected_model == "model-a"
     live.close()
     catalog.close()
 

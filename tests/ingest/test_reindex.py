@@ -198,6 +198,80 @@ def test_reindex_while_a_server_searches(tmp_path):
         server.wait(timeout=30)
 
 
+def _another_model(tmp_path: Path) -> Path:
+    """A second embedding model folder: the packaged weights under another name (no other
+    model can be had offline), links rather than 90 MB of copies. Its model id is its name."""
+    from citewise.index.dense import packaged_model_path
+
+    folder = tmp_path / "minilm-b"
+    folder.mkdir()
+    for item in packaged_model_path().iterdir():
+        (folder / item.name).symlink_to(item)
+    return folder
+
+
+def test_a_new_embedding_model_is_loaded_by_the_server_at_the_switch(tmp_path):
+    """`citewise reindex` with another model, while a server started with the old one
+    searches: the server loads the new model before it moves, so no search fails or mixes the
+    generations, and it answers, caches and ingests with the new model, without a restart."""
+    config = ingest_site(tmp_path)
+    data = tmp_path / "data"
+    old = _chunk_ids(data)
+    model = _another_model(tmp_path)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path / "server.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [str(CITEWISE), "--config", str(config), "serve", "--port", str(port)],
+            cwd=tmp_path, env=clean_env(CITEWISE_RATE_SEARCH_PER_MINUTE="0"), stdout=out,
+            stderr=subprocess.STDOUT)
+    try:
+        wait_healthy(url, server, log, timeout=120)
+        http = httpx.Client(base_url=url, timeout=60)
+
+        def search(query: str):
+            resp = http.get("/v1/search", params={"q": query, "top_k": 5})
+            ids = [r["chunk_id"] for r in resp.json()["results"]] if resp.status_code == 200 \
+                else resp.text
+            return resp.status_code, ids
+
+        asked = http.post("/v1/answer", json={"question": "how do I fail over redis?"}).json()
+        with SearchLoop(search) as loop:
+            loop.wait_for(10)
+            reindex = _citewise(tmp_path, "reindex", "--json",
+                                CITEWISE_EMBEDDING_MODEL_PATH=str(model))
+            settled = len(loop.calls)
+            loop.wait_for(settled + 20)
+        assert reindex.returncode == 0, _shown(reindex) + log.read_text()
+        report = json.loads(reindex.stdout)
+        assert report["status"] == "switched" and report["model"] == "minilm-b", report
+        assert _meta(data, "embedding_model") == "minilm-b"
+        new = _chunk_ids(data)
+        assert new and not new & old  # the model is part of each chunk's version
+        before, after = _check_generations(loop.calls, old, new)
+        assert before >= 10 and after >= 20, (before, after)
+        print(f"\nmodel switch: {len(loop.calls)} searches, none failed ({before} old, "
+              f"{after} new); latency {switch_latency(loop.calls, new)}")
+        assert "embedding questions with 'minilm-b'" in log.read_text()
+        # The same question again is answered afresh with the new model, not from the cache
+        # entry the old model's vector made.
+        again = http.post("/v1/answer", json={"question": "how do I fail over redis?"}).json()
+        assert not again["cached"] and again["citations"], again
+        assert again["citations"][0]["path"] == asked["citations"][0]["path"]
+        # The server's ingest now has the settings the index was built with: it runs, and
+        # finds nothing to re-embed.
+        ingest = http.post("/v1/ingest/jobs", json={"source": "kb"})
+        job = _job_done(http, ingest.json()["id"])
+        assert job["status"] == "done", job
+        (run,) = job["reports"]
+        assert run["status"] == "succeeded" and run["chunks_embedded"] == 0, run
+        http.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 def _wait_until(condition, log: Path, timeout: float = 20) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
