@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import socket
 import sqlite3
 import threading
 import uuid
@@ -275,6 +277,12 @@ MIGRATIONS: list[str] = [
     # matter), so that `citewise reindex` can chunk it again from the blob alone.
     """
     ALTER TABLE documents ADD COLUMN body_line_offset INTEGER;
+    """,
+    # 10: which process runs an ingest run, so that a run whose process died before recording
+    # its end (kill -9, a second Ctrl-C during its last writes) is seen as interrupted at once.
+    """
+    ALTER TABLE ingest_runs ADD COLUMN host TEXT;
+    ALTER TABLE ingest_runs ADD COLUMN pid INTEGER;
     """,
 ]
 
@@ -785,8 +793,30 @@ class Catalog:
             [now(), source],
         )
         return self.db["ingest_runs"].insert(
-            {"source": source, "trigger": trigger, "status": "running", "started_at": now()}
+            {"source": source, "trigger": trigger, "status": "running", "started_at": now(),
+             "host": socket.gethostname(), "pid": os.getpid()}
         ).last_pk
+
+    def settle_dead_runs(self) -> int:
+        """Mark ``interrupted`` the runs still ``running`` whose process, on this machine, is
+        gone: killed, or stopped by a second Ctrl-C while it wrote its last batches. Otherwise
+        such a row would say ``running`` (to ``/v1/ingest/runs``, to the alerts on the last
+        run's status) until the source's next run. How many were settled."""
+        host = socket.gethostname()
+        try:
+            rows = self._conn().execute(
+                "SELECT id, pid FROM ingest_runs WHERE status = 'running' AND host = ? "
+                "AND pid IS NOT NULL", [host]).fetchall()
+            dead = [(run_id, pid) for run_id, pid in rows if not _process_alive(pid)]
+            for run_id, pid in dead:
+                self._conn().execute(
+                    "UPDATE ingest_runs SET status = 'interrupted', finished_at = ?, "
+                    "message = COALESCE(message, ?) WHERE id = ? AND status = 'running'",
+                    [now(), f"its process (pid {pid}) ended before recording the end of the "
+                            "run; what it wrote is kept and the next run resumes", run_id])
+            return len(dead)
+        except sqlite3.Error:  # a read-only or busy catalog: listed as they are
+            return 0
 
     def update_run(self, run_id: int, counts: RunCounts) -> None:
         self.db["ingest_runs"].update(run_id, asdict(counts))
@@ -810,6 +840,7 @@ class Catalog:
         )
 
     def get_run(self, run_id: int) -> dict | None:
+        self.settle_dead_runs()
         rows = list(self.db["ingest_runs"].rows_where("id = ?", [run_id]))
         if not rows:
             return None
@@ -821,6 +852,7 @@ class Catalog:
         return run
 
     def list_runs(self, source: str | None = None, limit: int = 20) -> list[dict]:
+        self.settle_dead_runs()
         where, args = ("source = ?", [source]) if source else (None, [])
         return [
             dict(r)
@@ -828,6 +860,19 @@ class Catalog:
                 where, args, order_by="id desc", limit=limit
             )
         ]
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (one of another account's too)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _statements(script: str) -> list[str]:

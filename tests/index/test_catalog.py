@@ -65,3 +65,36 @@ def test_a_catalog_of_the_first_schema_is_upgraded_in_place(tmp_path):
     columns = {r[1] for r in catalog._conn().execute("PRAGMA table_info(chunks)")}
     assert "symbol" in columns
     catalog.close()
+
+
+def test_a_run_whose_process_died_is_listed_as_interrupted_at_once(tmp_path):
+    """A run recorded by a process that was then killed (kill -9, or a second Ctrl-C during
+    its last writes) says `interrupted` as soon as anyone lists the runs, not `running` until
+    the source's next run; a live process's run stays `running`."""
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "catalog.db"
+    Catalog(path).close()
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\n"
+         "from citewise.index.catalog import Catalog\n"
+         f"print(Catalog({str(path)!r}).start_run('kb', 'cron'), flush=True)\n"
+         "time.sleep(120)\n"], stdout=subprocess.PIPE, text=True)
+    try:
+        run_id = int(child.stdout.readline())
+        catalog = Catalog(path)
+        assert catalog.list_runs("kb")[0]["status"] == "running"
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+        (run,) = catalog.list_runs("kb")
+        assert run["id"] == run_id and run["status"] == "interrupted", run
+        assert run["finished_at"] and f"pid {child.pid}" in run["message"]
+        assert catalog.get_run(run_id)["status"] == "interrupted"
+        mine = catalog.start_run("kb", "cli")  # this process is alive: its run stays running
+        assert catalog.get_run(mine)["status"] == "running"
+        catalog.close()
+    finally:
+        child.kill()
+        child.wait(timeout=30)
