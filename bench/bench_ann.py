@@ -72,6 +72,7 @@ import qdrant_edge as qe  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from citewise.api.evaluation.runner import percentile  # noqa: E402
 from citewise.index.dense import DenseEncoder  # noqa: E402
 from citewise.index.vector_index import DENSE  # noqa: E402
 
@@ -245,15 +246,10 @@ def _recall(hits: list[tuple[int, float]], truth: list[tuple[int, float]], k: in
 
 
 def _pct(values: list[float]) -> dict:
-    values = sorted(values)
     if not values:
         return {}
-
-    def at(p: float) -> float:
-        return round(values[min(len(values) - 1, int(p * len(values)))], 2)
-
-    return {"n": len(values), "p50": at(0.5), "p95": at(0.95),
-            "mean": round(statistics.fmean(values), 2)}
+    return {"n": len(values), "p50": round(percentile(values, 50), 2),
+            "p95": round(percentile(values, 95), 2), "mean": round(statistics.fmean(values), 2)}
 
 
 def _variants(efs: list[int]) -> list[tuple[str, qe.SearchParams]]:

@@ -32,6 +32,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from citewise.api.evaluation.runner import percentile  # noqa: E402
 from tests.live import free_port  # noqa: E402
 
 CORPORA = ROOT.parent / "shared" / "corpora"
@@ -55,8 +56,8 @@ def _rows(catalog: Path, sql: str) -> list[tuple]:
 
 
 def _pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return round(values[min(len(values) - 1, int(q * len(values)))] * 1000, 1) if values else 0.0
+    """Milliseconds at quantile ``q`` of ``values`` (seconds)."""
+    return round(percentile(values, q * 100) * 1000, 1)
 
 
 def main() -> int:

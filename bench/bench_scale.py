@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from citewise.api.composition import build_services  # noqa: E402
+from citewise.api.evaluation.runner import percentile  # noqa: E402
 from citewise.ingest.jobs import run_source  # noqa: E402
 from citewise.settings import load_settings  # noqa: E402
 from tests.live import free_port  # noqa: E402
@@ -107,14 +108,9 @@ def _rss(pid: int) -> dict:
 
 
 def _pct(values: list[float]) -> dict:
-    values = sorted(values)
     if not values:
         return {}
-
-    def at(p: float) -> float:
-        return round(values[min(len(values) - 1, int(p * len(values)))], 1)
-
-    return {"n": len(values), "p50": at(0.5), "p95": at(0.95), "p99": at(0.99),
+    return {"n": len(values), **{f"p{p}": round(percentile(values, p), 1) for p in (50, 95, 99)},
             "mean": round(statistics.fmean(values), 1)}
 
 
