@@ -77,6 +77,7 @@ LEXICAL_WEIGHT = 0.2
 TOP_DOCUMENT_BONUS = 0.05
 SECTION_LEXICAL_WEIGHT = 0.3
 SPANNED_SECTION_SHARE = 0.5
+ROW_MARGIN = 0.1
 ASKED_VERB_BONUS = 0.4
 WHOLE_DOCUMENT_SECTIONS = 12
 MAX_STEPS = 10
@@ -429,8 +430,24 @@ class Composer:
     def _fact(self, q: Question, ev: Evidence) -> Composed | None:
         # "What are the severity levels?" names a section and wants it as the list it is; a
         # table row that only shares the word "severity" with the question answers less.
-        return (self._listing(q, ev) or self._table_row(q, ev)
-                or self._front_matter(q, ev))
+        listing = self._listing(q, ev)
+        if listing is not None:
+            return listing
+        row = self._table_row(q, ev)
+        if row is not None:
+            # A row that shares the question's rarer words can still be about something else
+            # ("Where does the client wait after a 429?" and a table of Confluence's statuses):
+            # the sentence that answers it, when it is clearly closer, wins; the row otherwise
+            # (it is the structured answer, label and value), and always when it has the column
+            # asked for ("who owns": an Owner column).
+            if q.fact_label and any(q.fact_label in _label_family(b.label or "")
+                                    for b in row.blocks):
+                return row
+            sentence = self._sentences(q, ev, limit=2)
+            if sentence is not None and sentence.unit_score > row.unit_score + ROW_MARGIN:
+                return sentence
+            return row
+        return self._front_matter(q, ev)
 
     def _table_row(self, q: Question, ev: Evidence) -> Composed | None:
         """The table row whose cells share the question's rarer words, with its headers."""
@@ -685,6 +702,12 @@ class Composer:
         cites = _Citations(ev)
         blocks: list[AnswerBlock] = []
         for d, s, b, t in chosen:
+            if b.kind == "table" and (pairs := _row_pairs(b, t)):
+                # A row is shown as what it is: its cells under their column headers.
+                n = cites.cite(d, s.path, s.anchor, b.start_line, b.end_line, t)
+                blocks.extend(AnswerBlock(type="fact", label=h, value=v, citations=[n])
+                              for h, v in pairs)
+                continue
             text = _in_context(b, t)
             if blocks and blocks[-1].text and (text in blocks[-1].text or blocks[-1].text in text):
                 blocks[-1].text = max(text, blocks[-1].text, key=len)  # one passage, once
@@ -801,6 +824,15 @@ def _units_of(block: Block, *, paragraphs_whole: bool = False) -> list[str]:
     if block.kind == "table" and block.header:
         return ["; ".join(f"{h}: {v}" for h, v in zip(block.header, row, strict=False)
                           if v.strip()) for row in block.rows]
+    return []
+
+
+def _row_pairs(block: Block, unit: str) -> list[tuple[str, str]]:
+    """(header, cell) of the table row that ``_units_of`` spelled out as ``unit``."""
+    for row in block.rows:
+        pairs = [(h, v) for h, v in zip(block.header, row, strict=False) if v.strip()]
+        if "; ".join(f"{h}: {v}" for h, v in pairs) == unit:
+            return pairs
     return []
 
 

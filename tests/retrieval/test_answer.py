@@ -331,6 +331,25 @@ disk filled at 09:38 and the search nodes went read-only, so every query failed.
 
 - Check free space before a reindex starts.
 """
+CLIENT = """---
+title: Partner API client
+---
+
+# Partner API client
+
+## Status codes
+
+| Status | What the client does |
+|---|---|
+| 401 | Fails the run: the credentials are wrong. |
+| 429 | Counts it as a rate limit in the run report. |
+| 503 | Retries with backoff. |
+
+## Waiting
+
+After a 429 response the client sleeps for the number of seconds in the Retry-After header,
+at most five minutes, before it sends the request again.
+"""
 CODE = '''"""Ingest guards."""
 
 
@@ -365,6 +384,7 @@ def services(tmp_path_factory, dense):
     write(docs, "runbooks/mac-allocator-down.md", ALLOCATOR)
     write(docs, "wiki/incident-handbook.md", LEVELS)
     write(docs, "wiki/postmortem-search-outage.md", POSTMORTEM)
+    write(docs, "wiki/partner-api-client.md", CLIENT)
     repo = base / "repo"
     write(repo, "guards.py", CODE)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
@@ -430,6 +450,17 @@ def test_an_alert_question_gets_its_meaning_then_the_steps(services):
     assert answer.blocks[0].type == "paragraph" and "CachePrimaryDown" in answer.blocks[0].text
     assert any(b.type == "steps" for b in answer.blocks)
     assert "cachectl promote" in answer.answer
+
+
+def test_a_sentence_that_answers_beats_a_row_that_only_shares_a_word(services):
+    """The status table's 429 row shares the rare word; the sentence under Waiting says how
+    long. A row that is the answer still comes as label and value (the owner test above)."""
+    a = services.answers.answer("How long does the partner API client sleep after a 429 "
+                                "response?", ANON)
+    assert a.kind == "fact" and not a.abstained
+    assert "Retry-After header" in a.answer and "at most five minutes" in a.answer
+    assert "Counts it as a rate limit" not in a.answer
+    assert a.citations[0].heading.endswith("Waiting")
 
 
 def test_a_why_question_gets_the_root_cause_whole(services):
