@@ -100,6 +100,10 @@ class ServerVectorIndex:
             if "not found" not in str(exc):
                 raise
             raise BackendError(f"{self._where} could not {action}: {exc}") from exc
+        except FileNotFoundError as exc:
+            # The same in local mode, when the collection's files go while it reads them.
+            raise BackendError(f"{self._where} could not {action}: the collection's storage "
+                               f"is gone ({exc})") from exc
         except grpc.RpcError as exc:  # a client built with prefer_grpc=True
             code = exc.code() if isinstance(exc, grpc.Call) else None
             if code == grpc.StatusCode.UNAVAILABLE:

@@ -15,6 +15,11 @@ whatever the crash left, and then the catalog, the vector index and the blob sto
 document is found by its own words and no word of a replaced or deleted version is found at
 all, and a further run has nothing to do.
 
+A second set of seeds runs the same change inside ``citewise serve`` (where a server holds the
+embedded index, the nightly run is its: its schedule, or a cron's ``citewise ingest --all``
+handed to it) while a client searches over HTTP, and kills the server: no search it answered
+found two versions of one document, or none of a document the run keeps.
+
 Embeddings of both states are cached in the template, so the killed runs never load the model.
 Each test prints its delay, where the kill landed and what the recovery run did; the last test
 checks that most kills hit a running process. Rerun one seed with ``-k seed-07``: its delay
@@ -522,3 +527,170 @@ def test_most_kills_landed_in_a_running_process():
     for seed, (delay, hit, where) in sorted(KILLS.items()):
         print(f"  seed-{seed:02d} {delay:5.2f}s {'killed' if hit else 'missed'}: {where}")
     assert killed >= MIN_KILLED * len(SEEDS)
+
+
+# Searching while a server's run is killed ------------------------------------------------------
+# Where a server holds the embedded index, the nightly run is the server's (its schedule, or a
+# cron's `citewise ingest --all` handed to it): the run and the searches share the process that
+# is killed. A loop searches over HTTP while the server ingests, until the kill.
+SERVER_SEEDS = range(int(os.environ.get("CRASH_RANDOM_SERVER_SEEDS", "8")))
+SERVER_KILLS: dict[int, tuple[bool, int]] = {}  # seed -> (killed mid-run, searches meanwhile)
+
+
+def _documents_in_both() -> list[tuple[str, Version, Version]]:
+    """(source, before, after) of the documents the run keeps (rewritten or not): a search for
+    their words must always find exactly one version of them."""
+    out = [("runbooks", FOLDER_BEFORE[k], FOLDER_AFTER[k])
+           for k in FOLDER_BEFORE.keys() & FOLDER_AFTER.keys()]
+    out += [("payments", GIT_BEFORE[k], GIT_AFTER[k])
+            for k in GIT_BEFORE.keys() & GIT_AFTER.keys()]
+    out += [("wiki", version, WIKI_EDITED.get(title, version))
+            for title, version in WIKI_BEFORE.items() if title != WIKI_DELETED]
+    return sorted(out, key=lambda d: d[1].words)
+
+
+def _start_server(site: Path, port: int) -> subprocess.Popen:
+    env = clean_env(CITEWISE_CONFIG_FILE=str(site / "citewise.toml"),
+                    CITEWISE_RATE_SEARCH_PER_MINUTE="0", CITEWISE_RATE_INGEST_PER_MINUTE="0",
+                    **CREDENTIALS)
+    with (site / "server.log").open("wb") as log:
+        return subprocess.Popen([str(CITEWISE), "serve", "--port", str(port)], cwd=site,
+                                env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+class _Searches:
+    """Searches the words of every kept document, old and new together, in a loop; records
+    (document's before words, status, [(document id, text)] or the error)."""
+
+    def __init__(self, url: str) -> None:
+        import threading
+
+        self.url = url
+        self.calls: list[tuple[str, int, object]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import httpx
+
+        kept = _documents_in_both()
+        with httpx.Client(base_url=self.url, timeout=10) as http:
+            n = 0
+            while not self.stop.is_set():
+                _source, before, after = kept[n % len(kept)]
+                n += 1
+                try:
+                    resp = http.get("/v1/search", params={
+                        "q": f"{before.words} {after.words}", "mode": "sparse", "top_k": 10})
+                    found = [(r["document_id"], r["text"]) for r in resp.json()["results"]] \
+                        if resp.status_code == 200 else resp.text
+                    self.calls.append((before.words, resp.status_code, found))
+                except Exception as e:  # the server was killed: not a search answer
+                    self.calls.append((before.words, 0, repr(e)))
+                    time.sleep(0.05)
+
+
+def _check_searches(calls) -> int:
+    """Every answered search found its document, in one version. Returns how many answered."""
+    kept = {before.words: (before, after) for _s, before, after in _documents_in_both()}
+    answered = 0
+    for words, status, found in calls:
+        if status == 0:
+            continue
+        assert status == 200, (words, status, found)
+        answered += 1
+        before, after = kept[words]
+        mine = [(doc, text) for doc, text in found
+                if any(w in text for w in (*before.words.split(), *after.words.split()))]
+        assert mine, f"no version of the document with {words!r} was found: {found}"
+        assert len({doc for doc, _ in mine}) == 1, mine
+        if before.words != after.words:
+            old = [t for _, t in mine if before.words.split()[0] in t]
+            new = [t for _, t in mine if after.words.split()[0] in t]
+            assert not (old and new), f"two versions of one document at once: {mine}"
+    return answered
+
+
+@pytest.fixture(scope="module")
+def server_run(template, confluence, tmp_path_factory) -> float:
+    """Seconds an uninterrupted run of all three sources takes inside `citewise serve`."""
+    import httpx
+
+    from tests.live import free_port, wait_healthy
+
+    site = _after(template.root, tmp_path_factory.mktemp("server-timed") / "site", confluence)
+    port = free_port()
+    server = _start_server(site, port)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, server, site / "server.log")
+        started = time.monotonic()
+        job = httpx.post(f"{url}/v1/ingest/jobs", json={"all": True}).json()
+        while httpx.get(f"{url}/v1/ingest/jobs/{job['id']}").json()["status"] in (
+                "queued", "running"):
+            time.sleep(0.02)
+        duration = time.monotonic() - started
+    finally:
+        server.kill()
+        server.wait(timeout=60)
+    print(f"\nan uninterrupted run inside `citewise serve` took {duration:.2f}s")
+    return duration
+
+
+@pytest.mark.parametrize("seed", SERVER_SEEDS, ids=[f"seed-{s:02d}" for s in SERVER_SEEDS])
+def test_searches_during_a_server_run_killed_at_random_see_one_version(
+        template, confluence, server_run, tmp_path, seed):
+    """The server ingests while a client searches; the server is killed (SIGKILL) at a
+    random moment of the run. No search it answered before dying found two versions of one
+    document, or none; the next run recovers as above."""
+    import httpx
+
+    from tests.live import free_port, wait_healthy
+
+    share = random.Random(1000 + seed).random()
+    delay = share * server_run
+    site = _after(template.root, tmp_path / "site", confluence)
+    port = free_port()
+    server = _start_server(site, port)
+    url = f"http://127.0.0.1:{port}"
+    searches = _Searches(url)
+    try:
+        wait_healthy(url, server, site / "server.log")
+        searches.thread.start()
+        while len(searches.calls) < 20:  # searching before the run starts, too
+            time.sleep(0.01)
+        job = httpx.post(f"{url}/v1/ingest/jobs", json={"all": True}).json()
+        started, at_post = time.monotonic(), len(searches.calls)
+        while time.monotonic() - started < delay and httpx.get(
+                f"{url}/v1/ingest/jobs/{job['id']}").json()["status"] in ("queued", "running"):
+            time.sleep(0.005)
+        killed = httpx.get(f"{url}/v1/ingest/jobs/{job['id']}").json()["status"] in (
+            "queued", "running")
+        during = len(searches.calls) - at_post
+        os.kill(server.pid, signal.SIGKILL)
+        server.wait(timeout=60)
+    finally:
+        searches.stop.set()
+        searches.thread.join(timeout=30)
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    answered = _check_searches(searches.calls)
+    SERVER_KILLS[seed] = (killed, during)
+    where = _where_it_died(site, template)
+    print(f"\nserver seed-{seed:02d}: kill after {delay:.2f}s ({share:.0%} of the run): "
+          f"{'killed mid-run' if killed else 'the run had finished'} ({where}); "
+          f"{answered} searches answered, {during} of them while it ran, none saw two "
+          f"versions of a document or none")
+    reports = _recover_and_check(site)
+    print(f"server seed-{seed:02d}: recovery run: {_counts(reports)}")
+
+
+def test_most_server_kills_landed_while_it_ran_and_searched():
+    if set(SERVER_KILLS) != set(SERVER_SEEDS):
+        pytest.skip("only some seeds ran")
+    killed = sum(k for k, _ in SERVER_KILLS.values())
+    searched = sum(n for k, n in SERVER_KILLS.values() if k)
+    print(f"\n{killed}/{len(SERVER_KILLS)} server kills hit a running ingest; {searched} "
+          "searches were answered during those runs")
+    assert killed >= MIN_KILLED * len(SERVER_SEEDS) and searched > 0
