@@ -143,27 +143,43 @@ def switch_latency(calls, new: set[str]) -> dict:
 # Embedded engine, a real server in another process --------------------------------------------
 
 
+def _serve(root: Path, config: Path) -> tuple[subprocess.Popen, str, Path]:
+    """`citewise serve` on ``config`` in another process, once healthy: (process, url, log)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = root / "server.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [str(CITEWISE), "--config", str(config), "serve", "--port", str(port)],
+            cwd=root, env=clean_env(CITEWISE_RATE_SEARCH_PER_MINUTE="0"), stdout=out,
+            stderr=subprocess.STDOUT)
+    try:
+        wait_healthy(url, server, log, timeout=120)
+    except BaseException:
+        server.kill()
+        server.wait(timeout=30)
+        raise
+    return server, url, log
+
+
+def _http_search(http: httpx.Client):
+    """A ``SearchLoop`` search over HTTP: (status, chunk ids or the error text)."""
+    def search(query: str):
+        resp = http.get("/v1/search", params={"q": query, "top_k": 5})
+        ids = [r["chunk_id"] for r in resp.json()["results"]] if resp.status_code == 200 \
+            else resp.text
+        return resp.status_code, ids
+    return search
+
+
 def test_reindex_while_a_server_searches(tmp_path):
     config = ingest_site(tmp_path)
     data = tmp_path / "data"
     old = _chunk_ids(data)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = tmp_path / "server.log"
-    with log.open("wb") as out:
-        server = subprocess.Popen(
-            [str(CITEWISE), "--config", str(config), "serve", "--port", str(port)],
-            cwd=tmp_path, env=clean_env(CITEWISE_RATE_SEARCH_PER_MINUTE="0"), stdout=out,
-            stderr=subprocess.STDOUT)
+    server, url, log = _serve(tmp_path, config)
     try:
-        wait_healthy(url, server, log, timeout=120)
         http = httpx.Client(base_url=url, timeout=30)
-
-        def search(query: str):
-            resp = http.get("/v1/search", params={"q": query, "top_k": 5})
-            ids = [r["chunk_id"] for r in resp.json()["results"]] if resp.status_code == 200 \
-                else resp.text
-            return resp.status_code, ids
+        search = _http_search(http)
 
         with SearchLoop(search) as loop:
             loop.wait_for(10)
@@ -218,23 +234,10 @@ def test_a_new_embedding_model_is_loaded_by_the_server_at_the_switch(tmp_path):
     data = tmp_path / "data"
     old = _chunk_ids(data)
     model = _another_model(tmp_path)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = tmp_path / "server.log"
-    with log.open("wb") as out:
-        server = subprocess.Popen(
-            [str(CITEWISE), "--config", str(config), "serve", "--port", str(port)],
-            cwd=tmp_path, env=clean_env(CITEWISE_RATE_SEARCH_PER_MINUTE="0"), stdout=out,
-            stderr=subprocess.STDOUT)
+    server, url, log = _serve(tmp_path, config)
     try:
-        wait_healthy(url, server, log, timeout=120)
         http = httpx.Client(base_url=url, timeout=60)
-
-        def search(query: str):
-            resp = http.get("/v1/search", params={"q": query, "top_k": 5})
-            ids = [r["chunk_id"] for r in resp.json()["results"]] if resp.status_code == 200 \
-                else resp.text
-            return resp.status_code, ids
+        search = _http_search(http)
 
         asked = http.post("/v1/answer", json={"question": "how do I fail over redis?"}).json()
         with SearchLoop(search) as loop:
