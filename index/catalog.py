@@ -376,6 +376,14 @@ class RunCounts:
     chunks_embedded: int = 0
 
 
+# Room kept on the catalog's disk for the last word of an ingest run. A run stopped by a full
+# disk still has to record how it ended (failed, its counts, why), and every SQLite write needs
+# new pages in the write-ahead log; on a disk with no room at all, that last write failed too
+# and the run was listed as `interrupted`, without its message. So a small file is kept beside
+# the catalog, deleted to make that room, and made again by the next run that has room for it.
+FINAL_WORD_BYTES = 64 * 1024
+
+
 class Catalog:
     """Thread-safe access to the catalog database: one SQLite connection per thread."""
 
@@ -696,6 +704,7 @@ class Catalog:
                 "UPDATE pending_writes SET phase = 'committed' WHERE document_id = ?",
                 [pending.document_id],
             )
+            self._count_commit()
         pending.phase = "committed"
 
     def commit_delete(self, pending: PendingWrite) -> None:
@@ -707,7 +716,20 @@ class Catalog:
                 "UPDATE pending_writes SET phase = 'committed' WHERE document_id = ?",
                 [pending.document_id],
             )
+            self._count_commit()
         pending.phase = "committed"
+
+    def _count_commit(self) -> None:
+        self._conn().execute(
+            "INSERT INTO meta (key, value) VALUES ('swaps_committed', '1') ON CONFLICT(key) "
+            "DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+
+    def swaps_committed(self) -> str:
+        """A mark that changes whenever a document's version is switched or removed: a search
+        that sees it change while it ran may have missed that document (``SearchService``)."""
+        row = self._conn().execute(
+            "SELECT value FROM meta WHERE key = 'swaps_committed'").fetchone()
+        return str(row[0]) if row else "0"
 
     def end_pending(self, document_id: str) -> None:
         self._conn().execute("DELETE FROM pending_writes WHERE document_id = ?", [document_id])
@@ -817,6 +839,36 @@ class Catalog:
             return len(dead)
         except sqlite3.Error:  # a read-only or busy catalog: listed as they are
             return 0
+
+    def _final_word_path(self) -> Path:
+        # On the disk of the catalog itself, wherever a link puts it.
+        real = Path(os.path.realpath(self.path))
+        return real.with_name(real.name + ".reserve")
+
+    def keep_room_for_final_word(self) -> None:
+        """Make sure the room for a run's last write is kept (``FINAL_WORD_BYTES``)."""
+        path = self._final_word_path()
+        try:
+            if path.stat().st_size >= FINAL_WORD_BYTES:
+                return
+        except FileNotFoundError:
+            pass
+        try:
+            with open(path, "wb") as f:
+                # Random bytes: a compressing filesystem would keep zeros in no room at all.
+                f.write(os.urandom(FINAL_WORD_BYTES))
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError:  # a disk already too full for it: the run goes on without
+            path.unlink(missing_ok=True)
+
+    def free_room_for_final_word(self) -> bool:
+        """Give the kept room back to the disk; False when there was none."""
+        try:
+            self._final_word_path().unlink()
+            return True
+        except FileNotFoundError:
+            return False
 
     def update_run(self, run_id: int, counts: RunCounts) -> None:
         self.db["ingest_runs"].update(run_id, asdict(counts))

@@ -1,10 +1,12 @@
-"""Keeping the embedding model busy: a run's writes on a thread of their own.
+"""Keeping the embedding model busy: a run's embedding and writing on threads of their own.
 
-A run reads and parses a batch of documents (Python, one core), then embeds its chunks (the
-model, every core) and writes them. Done one after the other, the model waits for every
-parse. ``Writer`` takes the embed-and-write of a batch to one worker thread, in order, while
-the run reads and parses the next batch; the model releases the interpreter lock while it
-computes, so both go on at once.
+A run reads and parses documents (Python, one core), then embeds their chunks a window at a
+time (the pipeline's ``EMBED_WINDOW``) and writes them. When the model is remote its requests
+mostly wait on the network; done one after the other, parsing would wait for every request
+and the endpoint for every parse. ``Writer`` takes a stage to a worker thread, in order,
+while the run reads and parses the next window. When the model is local it computes on every
+core itself, and work beside it only slows it down: ``Inline`` runs the same stages in the
+caller's thread, in turn (the pipeline chooses; its ``_stages`` says what was measured).
 
 Order is kept: tasks run one at a time in the order submitted, so a syncing connector's
 checkpoint (submitted after its batch) is saved only once the batch is written, and a crash
@@ -66,3 +68,18 @@ class Writer:
     def _raise(self) -> None:
         if self._error is not None:
             raise self._error
+
+
+class Inline:
+    """A stage run in the caller's thread: ``submit`` returns once the task is done, and a
+    task's error is raised from it. The same interface as ``Writer``, for stages that a
+    thread would only set against the caller's work for the CPU."""
+
+    def submit(self, task: Callable[[], None]) -> None:
+        task()
+
+    def drain(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

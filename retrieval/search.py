@@ -48,6 +48,10 @@ SYNONYM_WEIGHT = 0.5
 _REFILLS = 3
 # How many index generations one search may try when the live one changes under it.
 _SWITCHES = 3
+# How many times one search is asked again when a document swap commits while it runs (an
+# ingest writing a burst of documents commits one every few milliseconds); the last answer is
+# kept, as likely right as any.
+_COMMITS = 4
 
 
 class Passage(BaseModel):
@@ -195,12 +199,19 @@ class SearchService:
             services=list(filters.services),
             document_ids=list(filters.document_ids),
         )
-        # Points of a document swap in progress are excluded inside the query; a hit whose
-        # version the catalog has just replaced is dropped after it, and the page is filled up
-        # again, so such points never cost the caller a result.
-        index_filter.exclude_ids = self.catalog.stale_point_ids()
         wanted = max(top_k, self.rerank_candidates) if self.reranker else top_k
-        current = self._live_hits(query, index_filter, wanted, mode, fusion or self.fusion)
+        for _ in range(_COMMITS):
+            # Points of a document swap in progress are excluded inside the query; a hit whose
+            # version the catalog has just replaced is dropped after it, and the page is filled
+            # up again, so such points never cost the caller a result. A swap that commits
+            # while the search runs can still hide its document: excluded new points and old
+            # ones deleted by the time the engine looks, or only old points found and the new
+            # version read from the catalog after. The search is then asked again.
+            committed = self.catalog.swaps_committed()
+            index_filter.exclude_ids = self.catalog.stale_point_ids()
+            current = self._live_hits(query, index_filter, wanted, mode, fusion or self.fusion)
+            if self.catalog.swaps_committed() == committed:
+                break
         results = [SearchResult.from_hit(h) for h in current[:wanted]]
         if self.reranker is not None:
             results = self._rerank(query, results)[:top_k]

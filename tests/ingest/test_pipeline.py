@@ -209,6 +209,48 @@ def test_crash_mid_run_then_resume(make_services, kb):
     assert_index_matches_catalog(services)
 
 
+class RecordingProgress:
+    """A ProgressSink (the pipeline's extension point for bars and logs) that keeps what it is
+    told: the sizes of the model's batches and the documents reported written."""
+
+    def __init__(self) -> None:
+        self.embedded: list[int] = []
+        self.documents_done = 0
+
+    def start(self, total):
+        pass
+
+    def documents(self, n):
+        self.documents_done += n
+
+    def chunks_embedded(self, n):
+        self.embedded.append(n)
+
+    def close(self):
+        pass
+
+
+def test_small_connector_batches_are_embedded_in_full_model_batches(make_services, tmp_path):
+    """Chunks are embedded across the connector's batches (a window of chunks), so a source
+    read four documents at a time still fills the model's batches of 32, sorted by length over
+    the window rather than within four documents."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for i in range(40):
+        (folder / f"note-{i:02d}.md").write_text(
+            f"# Note {i}\n\nHost db-{i} was restarted {i} times during maintenance window {i}.\n")
+    services = make_services()
+    progress = RecordingProgress()
+    connector = FolderConnector(FolderConfig(path=folder, readers=["public"]))
+    report = services.pipeline.run("notes", "folder", connector, config={"path": str(folder)},
+                                   progress=progress, batch_size=4)
+    assert report.status == "succeeded", report.summary()
+    assert report.counts.added == 40 and report.counts.chunks_embedded == 40
+    assert progress.embedded == [32, 8], "the model saw the connector's batches of four"
+    assert progress.documents_done == 40
+    assert_index_matches_catalog(services)
+
+
 def test_readers_never_see_a_half_swapped_document(make_services, kb):
     """Simulate a crash between writing a new version's points and flipping the catalog."""
     services = make_services()
