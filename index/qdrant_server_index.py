@@ -311,7 +311,11 @@ class ServerIndexStore:
         self.dim = dim
         self._url = url
         self._where = f"Qdrant at {url}" if url else "Qdrant"
-        self._dropping = threading.Lock()
+        # Local mode's bookkeeping (its meta.json, rewritten through one temporary file) is not
+        # safe to race: opening a generation (which may create it and its payload indexes) and
+        # dropping one take turns in this process. The reindex and the live index that retired
+        # a generation may both drop it, while searches open the new one.
+        self._meta = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str, api_key: str | None, collection: str, dim: int,
@@ -327,13 +331,12 @@ class ServerIndexStore:
         return f"{self.collection}-{generation}" if generation else self.collection
 
     def open(self, generation: str) -> ServerVectorIndex:
-        return ServerVectorIndex(self._client, self.name(generation), self.dim, url=self._url,
-                                 owns_client=False)
+        with self._meta:
+            return ServerVectorIndex(self._client, self.name(generation), self.dim,
+                                     url=self._url, owns_client=False)
 
     def drop(self, generation: str) -> bool:
-        # One drop at a time in this process: the reindex and the live index that retired the
-        # generation may both drop it (local mode's bookkeeping is not safe to race).
-        with self._dropping:
+        with self._meta:
             return self._drop(generation)
 
     def _drop(self, generation: str) -> bool:
