@@ -344,8 +344,9 @@ class IngestPipeline:
         meanwhile), in turn with them when the model is local. The local model already uses
         every core, and parsing or writing beside it slowed it by more than they took (GIL
         hand-offs between its layers, its threads preempted mid-operation): over the bench
-        corpora on two cores, 30.7/32.5/32.1 s overlapped against 29.5/37.7/29.9 s in turn,
-        alternating in one process (bare embedding 24.5/31.1/26.1 s; docs/operations.md)."""
+        corpora on two cores, four rounds alternating in one process took 36.1/32.6/31.8/33.8 s
+        overlapped against 31.9/34.2/30.7/29.3 s in turn (bare embedding 26.4/24.5/28.6/25.0 s;
+        see docs/operations.md)."""
         if self.dense.remote is not None:
             return Writer(), Writer()
         return Inline(), Inline()
