@@ -340,13 +340,12 @@ class IngestPipeline:
 
     def _stages(self) -> tuple[Writer | Inline, Writer | Inline]:
         """The embedding and writing stages of a run: threads of their own beside reading and
-        parsing when the model is remote (its requests wait on the network; parsing goes on
-        meanwhile), in turn with them when the model is local. The local model already uses
-        every core, and parsing or writing beside it slowed it by more than they took (GIL
-        hand-offs between its layers, its threads preempted mid-operation): over the bench
-        corpora on two cores, four rounds alternating in one process took 36.1/32.6/31.8/33.8 s
-        overlapped against 31.9/34.2/30.7/29.3 s in turn (bare embedding 26.4/24.5/28.6/25.0 s;
-        see docs/operations.md)."""
+        parsing when the model is remote (its requests wait on the network), in turn with them
+        when the model is local: it already uses every core, and work beside it slowed it more
+        than the work took (GIL hand-offs, its threads preempted). Over the bench corpora on two
+        cores, four rounds alternating in one process took 36.1/32.6/31.8/33.8 s overlapped
+        against 31.9/34.2/30.7/29.3 s in turn (bare embedding 26.4/24.5/28.6/25.0 s;
+        docs/operations.md has what make bench measures)."""
         if self.dense.remote is not None:
             return Writer(), Writer()
         return Inline(), Inline()
