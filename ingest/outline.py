@@ -11,35 +11,15 @@ from __future__ import annotations
 
 import re
 
-from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from citewise.index.outline import Block, Code, Item, Outline, Section
 from citewise.ingest.anchors import AnchorStyle, github_anchor
+from citewise.ingest.markdown import close_of, markdown_tokens, plain_inline, table_rows
 
-_MD = MarkdownIt("commonmark").enable("table")
-_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_AUTOLINK = re.compile(r"<(https?://[^>]+)>")
-_EMPHASIS = re.compile(r"(\*\*|__|\*|_)(?=\S)(.+?)(?<=\S)\1")
 _SPACES = re.compile(r"\s+")
 _NUMBERED = re.compile(r"^\s*(\d+)[.)]\s+(.*)")
 _BULLET = re.compile(r"^\s*[-*+•]\s+(.*)")
-
-
-def plain_inline(markdown: str) -> str:
-    """Inline Markdown as it reads: links as their text, emphasis dropped, `code` kept."""
-    parts = re.split(r"(`[^`]*`)", markdown)
-    out = []
-    for part in parts:
-        if part.startswith("`") and part.endswith("`") and len(part) > 1:
-            out.append(part)
-            continue
-        part = _LINK.sub(r"\1", part)
-        part = _AUTOLINK.sub(r"\1", part)
-        for _ in range(2):
-            part = _EMPHASIS.sub(r"\2", part)
-        out.append(part)
-    return _SPACES.sub(" ", "".join(out)).strip()
 
 
 def build_outline(text: str, media_type: str, *, title: str, line_offset: int = 0,
@@ -54,7 +34,7 @@ def build_outline(text: str, media_type: str, *, title: str, line_offset: int = 
 
 class _Markdown:
     def __init__(self, text: str, title: str, offset: int, anchor: AnchorStyle) -> None:
-        self.tokens = _MD.parse(text)
+        self.tokens = markdown_tokens(text)
         self.lines = text.count("\n") + 1
         self.title = title
         self.offset = offset
@@ -75,7 +55,7 @@ class _Markdown:
             t = tokens[i]
             if t.type == "heading_open":
                 level = int(t.tag[1])
-                text = plain_inline(tokens[i + 1].content).replace("`", "")
+                text = plain_inline(tokens[i + 1].content, code_marks=False)
                 i += 3
                 if first_heading and level == 1 and text.strip() == self.title.strip():
                     first_heading = False  # the document's own title: not a section
@@ -117,13 +97,7 @@ class _Markdown:
         return None, i + 1
 
     def _close_of(self, i: int) -> int:
-        """Index of the token closing the one opened at ``i``."""
-        depth = 0
-        for j in range(i, len(self.tokens)):
-            depth += self.tokens[j].nesting
-            if depth == 0:
-                return j
-        return len(self.tokens) - 1
+        return close_of(self.tokens, i)
 
     def list_block(self, i: int) -> tuple[Block, int]:
         t = self.tokens[i]
@@ -168,22 +142,7 @@ class _Markdown:
         return item
 
     def table(self, i: int) -> tuple[Block, int]:
-        close = self._close_of(i)
-        rows: list[list[str]] = []
-        header: list[str] = []
-        row: list[str] = []
-        in_head = False
-        for t in self.tokens[i:close]:
-            if t.type == "thead_open":
-                in_head = True
-            elif t.type == "thead_close":
-                in_head = False
-            elif t.type == "tr_open":
-                row = []
-            elif t.type == "inline":
-                row.append(plain_inline(t.content))
-            elif t.type == "tr_close":
-                (header.extend if in_head else rows.append)(row)
+        header, rows, close = table_rows(self.tokens, i)
         start = self.tokens[i]
         return Block("table", header=header, rows=rows, start_line=self.line(start),
                      end_line=self.line(start, end=True)), close + 1

@@ -26,7 +26,10 @@ _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 class _Piece:
     text: str
     tokens: int
-    probe: str  # for finding the element's line in the source
+    probe: str  # for finding the element's line in the source when the parser did not say
+    line: int | None = None  # where it starts and ends in the file, when the parser said
+    end: int | None = None
+    exact_lines: bool = False  # its text's lines are the file's lines from ``line`` (code)
 
 
 class SectionChunker:
@@ -35,7 +38,8 @@ class SectionChunker:
     # Part of every prose document's index signature: bump it when chunks would come out
     # differently, and the next run re-chunks (and only re-embeds what changed).
     # v2: documents also store their outline (ingest/outline.py), which answers are built from.
-    version = "sections-v3"
+    # v4: Markdown read by markdown-it (ingest/markdown.py), with exact lines and step numbers.
+    version = "sections-v4"
 
     def __init__(self, count_tokens: Callable[[str], int], max_tokens: int = 200) -> None:
         self.count_tokens = count_tokens
@@ -100,10 +104,21 @@ class SectionChunker:
                 while stack and stack[-1][0] >= el.depth:
                     stack.pop()
                 stack.append((el.depth, el.text.strip()))
-                section_line[0] = locator.find(el.text) if locator else None
+                if el.line is not None:
+                    section_line[0] = el.line + line_offset
+                    if locator:
+                        locator.seek(section_line[0])
+                else:
+                    section_line[0] = locator.find(el.text) if locator else None
                 continue
-            text = f"- {el.text}" if el.kind == "ListItem" else el.text
-            pieces.append(_Piece(text, self.count_tokens(text), el.text.split("\n", 1)[0]))
+            text = el.text
+            if el.kind == "ListItem":
+                text = f"{el.number}. {text}" if el.number is not None else f"- {text}"
+            pieces.append(_Piece(
+                text, self.count_tokens(text), el.text.split("\n", 1)[0],
+                line=None if el.line is None else el.line + line_offset,
+                end=None if el.end_line is None else el.end_line + line_offset,
+                exact_lines=el.kind == "CodeSnippet"))
         flush()
         return chunks
 
@@ -111,37 +126,54 @@ class SectionChunker:
         """Split one element over the budget into sentence- or line-sized parts."""
         if piece.tokens <= budget:
             return [piece]
-        units = piece.text.split("\n") if "\n" in piece.text else _SENTENCE_END.split(piece.text)
+        parts = self._split(piece, budget)
+        # The first part starts where the element does, the last ends where it ends; the
+        # lines of those between are known for code and looked up by their text otherwise.
+        parts[0].line, parts[-1].end = piece.line, piece.end
+        return parts
+
+    def _split(self, piece: _Piece, budget: int) -> list[_Piece]:
+        by_line = "\n" in piece.text
+        units = piece.text.split("\n") if by_line else _SENTENCE_END.split(piece.text)
+        # Code keeps its lines one for one: a part's lines follow from where its units sit.
+        exact = by_line and piece.exact_lines and piece.line is not None
+
+        def at(first: int, last: int) -> dict:
+            return {"line": piece.line + first, "end": piece.line + last} if exact else {}
+
         parts: list[_Piece] = []
-        current: list[str] = []
+        current: list[int] = []  # indexes of the units in the part being filled
         used = 0
-        for unit in units:
+
+        def close() -> None:
+            text = ("\n" if by_line else " ").join(units[k] for k in current)
+            parts.append(_Piece(text, self.count_tokens(text), units[current[0]],
+                                **at(current[0], current[-1])))
+
+        for n, unit in enumerate(units):
             tokens = self.count_tokens(unit)
+            if current and used + tokens > budget:
+                close()
+                current, used = [], 0
             if tokens > budget:  # one enormous sentence or line: cut it by words
                 words = unit.split(" ")
                 step = max(1, len(words) * budget // (tokens + 1))
                 for j in range(0, len(words), step):
                     sub = " ".join(words[j : j + step])
-                    parts.append(_Piece(sub, self.count_tokens(sub), sub))
+                    parts.append(_Piece(sub, self.count_tokens(sub), sub, **at(n, n)))
                 continue
-            if current and used + tokens > budget:
-                text = "\n".join(current) if "\n" in piece.text else " ".join(current)
-                parts.append(_Piece(text, used, current[0]))
-                current, used = [], 0
-            current.append(unit)
+            current.append(n)
             used += tokens + 1
         if current:
-            text = "\n".join(current) if "\n" in piece.text else " ".join(current)
-            parts.append(_Piece(text, self.count_tokens(text), current[0]))
+            close()
         return parts
 
     def _emit(self, chunks, document_id, path, stack, group, locator, anchor_of) -> None:
         text = "\n".join(p.text for p in group)
-        start = end = None
-        if locator:
-            start = locator.find(group[0].probe)
-            end = locator.find(group[-1].probe, last=True) if len(group) > 1 else None
-            end = end or start
+        start = _line_of(group[0], locator)
+        end = group[-1].end
+        if end is None:
+            end = (_line_of(group[-1], locator) if len(group) > 1 else None) or start
         chunks.append(
             Chunk(
                 document_id=document_id,
@@ -156,6 +188,14 @@ class SectionChunker:
         )
 
 
+def _line_of(piece: _Piece, locator: _LineLocator | None) -> int | None:
+    if piece.line is not None:
+        if locator:
+            locator.seek(piece.line)
+        return piece.line
+    return locator.find(piece.probe) if locator else None
+
+
 class _LineLocator:
     """Finds the source line where an element starts, moving forward through the file.
 
@@ -168,7 +208,11 @@ class _LineLocator:
         self.offset = offset
         self.cursor = 0
 
-    def find(self, probe: str, last: bool = False) -> int | None:
+    def seek(self, line: int) -> None:
+        """The parser placed an element at ``line``: later probes search from there."""
+        self.cursor = max(self.cursor, line - 1 - self.offset)
+
+    def find(self, probe: str) -> int | None:
         key = _NON_ALNUM.sub("", probe.lower())[:24]
         if not key:
             return None

@@ -81,3 +81,80 @@ def test_commands_under_list_items_stay_code(tmp_path, dense):
     texts = [e.text for e in elements]
     assert "It should print the new address." in texts
     assert "one more item" in texts
+
+
+def test_markdown_chunks_cite_exact_lines_and_keep_step_numbers(tmp_path, dense):
+    write(tmp_path, "lines.md", """
+        ---
+        title: Drain a node
+        ---
+        # Drain a node
+
+        ## Mitigation
+
+        1. Cordon it, so nothing new lands there:
+
+           ```bash
+           kubectl cordon node-7
+           ```
+
+        2. Evict the pods. The **`PodDisruptionBudget`** of each service is honoured.
+        3. Check the `kube-system` pods moved.
+
+        <details>
+        <summary>Why not delete the node at once?</summary>
+        <!-- internal: see INC-42 -->
+        Its volumes detach only after the pods are gone.
+        </details>
+
+        | Service | Owner |
+        |---|---|
+        | `node-agent` | team-platform |
+        """)
+    chunks = chunks_for(tmp_path, "lines.md", dense)
+    assert len(chunks) == 1
+    chunk = chunks[0]
+    lines = (tmp_path / "lines.md").read_text().splitlines()
+    assert lines[chunk.start_line - 1] == "## Mitigation"
+    assert lines[chunk.end_line - 1] == "| `node-agent` | team-platform |"
+    text = chunk.text.splitlines()
+    assert text[0] == "1. Cordon it, so nothing new lands there:"
+    assert text[1] == "kubectl cordon node-7"
+    # Marks that only cost the model word-pieces are gone; the words stay.
+    assert "2. Evict the pods. The PodDisruptionBudget of each service is honoured." in text
+    assert "3. Check the kube-system pods moved." in text
+    # Raw HTML counts by its words, never its tags or comments.
+    assert ("Why not delete the node at once? Its volumes detach only after the pods are gone."
+            in text)
+    assert not any("<" in line or "INC-42" in line for line in text)
+    assert text[-2:] == ["Service | Owner", "node-agent | team-platform"]
+
+
+def test_a_long_code_block_split_in_parts_cites_its_own_lines(tmp_path, dense):
+    commands = "\n".join(f"    kubectl -n shop rollout restart deploy/service-{i:03d}"
+                         for i in range(60))
+    write(tmp_path, "long.md", "# Restart all\n\n## Steps\n\n```bash\n"
+          + "\n".join(c.strip() for c in commands.splitlines()) + "\n```\n")
+    chunks = chunks_for(tmp_path, "long.md", dense, max_tokens=128)
+    assert len(chunks) >= 3
+    lines = (tmp_path / "long.md").read_text().splitlines()
+    for c in chunks:
+        # Each part's lines are the lines that hold its first and last command.
+        first, last = c.text.splitlines()[0], c.text.splitlines()[-1]
+        assert lines[c.start_line - 1] in ("## Steps", first), c.start_line
+        assert lines[c.end_line - 1] == last, (c.end_line, last)
+    assert lines[chunks[0].start_line - 1] == "## Steps"
+
+
+def test_the_chunker_and_the_outline_read_markdown_once(tmp_path, dense):
+    from citewise.ingest.markdown import markdown_tokens
+    from citewise.ingest.outline import build_outline
+    from citewise.ingest.parse import document_text
+
+    write(tmp_path, "once.md", "# Once\n\n## Steps\n\n1. Do the thing.\n")
+    doc = FolderConnector(FolderConfig(path=tmp_path, readers=["public"])).read("once.md")
+    markdown_tokens.cache_clear()
+    SectionChunker(dense.count_tokens, 200).chunk("d", doc)
+    build_outline(document_text(doc), doc.media_type, title=doc.title)
+    info = markdown_tokens.cache_info()
+    assert (info.misses, info.hits) == (1, 1)
