@@ -16,12 +16,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 _MD = MarkdownIt("commonmark").enable("table")
-_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_AUTOLINK = re.compile(r"<(https?://[^>]+)>")
-_EMPHASIS = re.compile(r"(\*\*|__|\*|_)(?=\S)(.+?)(?<=\S)\1")
 _SPACES = re.compile(r"\s+")
-_MARKS_AT_END = re.compile(r"(\*{1,3}|_{1,3})$")
-_MARKS_AT_START = re.compile(r"^(\*{1,3}|_{1,3})")
 
 
 @lru_cache(maxsize=8)
@@ -30,34 +25,30 @@ def markdown_tokens(text: str) -> tuple[Token, ...]:
     return tuple(_MD.parse(text))
 
 
-def plain_inline(markdown: str, code_marks: bool = True) -> str:
-    """Inline Markdown as it reads: links as their text, emphasis dropped, `code` kept.
+def inline_text(token: Token, code_marks: bool = True) -> str:
+    """An inline token's text as it reads: links as their text, images as their alt text,
+    emphasis and HTML tags dropped, escapes and entities resolved, line breaks as spaces.
 
-    Without ``code_marks`` (text for the embedding model and the keyword index, where a
-    backtick is one more word-piece and says nothing), code loses its backticks, and so does
-    emphasis around it (``**`Alert`**``).
+    Built from markdown-it's own reading of the inline, so ``node_filesystem_avail_bytes`` and
+    ``2*3*4`` keep their underscores and stars (CommonMark: not emphasis inside a word). With
+    ``code_marks`` (outline text, rendered as Markdown in answers) code keeps its backticks;
+    without (text for the embedding model and the keyword index, where a backtick is one more
+    word-piece and says nothing) it reads as plain words.
     """
-    parts = re.split(r"(`[^`]*`)", markdown)
-    out = []
-    for n, part in enumerate(parts):
-        if _is_code(part):
-            out.append(part if code_marks else part[1:-1])
-            continue
-        part = _LINK.sub(r"\1", part)
-        part = _AUTOLINK.sub(r"\1", part)
-        for _ in range(2):
-            part = _EMPHASIS.sub(r"\2", part)
-        if not code_marks:
-            if n + 1 < len(parts) and _is_code(parts[n + 1]):
-                part = _MARKS_AT_END.sub("", part)
-            if n and _is_code(parts[n - 1]):
-                part = _MARKS_AT_START.sub("", part)
-        out.append(part)
+    out: list[str] = []
+    for child in token.children or ():
+        kind = child.type
+        if kind == "text":
+            out.append(child.content)
+        elif kind == "code_inline":
+            out.append(f"`{child.content}`" if code_marks else child.content)
+        elif kind in ("softbreak", "hardbreak"):
+            out.append(" ")
+        elif kind == "image":
+            out.append(child.content)  # its alt text
+        elif kind == "html_inline" and child.content[:3].lower() == "<br":
+            out.append(" ")
     return _SPACES.sub(" ", "".join(out)).strip()
-
-
-def _is_code(part: str) -> bool:
-    return len(part) > 1 and part.startswith("`") and part.endswith("`")
 
 
 def close_of(tokens: tuple[Token, ...], i: int) -> int:
@@ -86,7 +77,7 @@ def table_rows(tokens: tuple[Token, ...], i: int, code_marks: bool = True,
         elif t.type == "tr_open":
             row = []
         elif t.type == "inline":
-            row.append(plain_inline(t.content, code_marks))
+            row.append(inline_text(t, code_marks))
         elif t.type == "tr_close":
             (header.extend if in_head else rows.append)(row)
     return header, rows, close

@@ -15,7 +15,7 @@ from markdown_it.token import Token
 
 from citewise.index.outline import Block, Code, Item, Outline, Section
 from citewise.ingest.anchors import AnchorStyle, github_anchor
-from citewise.ingest.markdown import close_of, markdown_tokens, plain_inline, table_rows
+from citewise.ingest.markdown import close_of, inline_text, markdown_tokens, table_rows
 
 _SPACES = re.compile(r"\s+")
 _NUMBERED = re.compile(r"^\s*(\d+)[.)]\s+(.*)")
@@ -55,7 +55,7 @@ class _Markdown:
             t = tokens[i]
             if t.type == "heading_open":
                 level = int(t.tag[1])
-                text = plain_inline(tokens[i + 1].content, code_marks=False)
+                text = inline_text(tokens[i + 1], code_marks=False)
                 i += 3
                 if first_heading and level == 1 and text.strip() == self.title.strip():
                     first_heading = False  # the document's own title: not a section
@@ -77,7 +77,7 @@ class _Markdown:
     def block(self, i: int) -> tuple[Block | None, int]:
         t = self.tokens[i]
         if t.type == "paragraph_open":
-            text = plain_inline(self.tokens[i + 1].content)
+            text = inline_text(self.tokens[i + 1])
             return Block("paragraph", text=text, start_line=self.line(t),
                          end_line=self.line(t, end=True)), i + 3
         if t.type in ("fence", "code_block"):
@@ -91,7 +91,7 @@ class _Markdown:
             return self.table(i)
         if t.type == "blockquote_open":
             close = self._close_of(i)
-            inner = [plain_inline(x.content) for x in self.tokens[i:close] if x.type == "inline"]
+            inner = [inline_text(x) for x in self.tokens[i:close] if x.type == "inline"]
             return Block("quote", text=" ".join(inner), start_line=self.line(t),
                          end_line=self.line(t, end=True)), close + 1
         return None, i + 1
@@ -104,25 +104,28 @@ class _Markdown:
         close = self._close_of(i)
         block = Block("list", ordered=t.type == "ordered_list_open", start_line=self.line(t),
                       end_line=self.line(t, end=True))
+        # Numbered as a reader sees them: "1. 1. 1." renders as steps 1, 2 and 3.
+        number = int(t.attrGet("start") or 1) if block.ordered else None
         j = i + 1
         while j < close:
             if self.tokens[j].type == "list_item_open":
                 end = self._close_of(j)
-                block.items.append(self.item(j, end))
+                block.items.append(self.item(j, end, number))
+                number = number + 1 if number is not None else None
                 j = end + 1
             else:
                 j += 1
         return block, close + 1
 
-    def item(self, start: int, end: int) -> Item:
+    def item(self, start: int, end: int, number: int | None) -> Item:
         opener = self.tokens[start]
         item = Item(text="", start_line=self.line(opener), end_line=self.line(opener, end=True),
-                    number=int(opener.info) if opener.info and opener.info.isdigit() else None)
+                    number=number)
         j = start + 1
         while j < end:
             t = self.tokens[j]
             if t.type == "paragraph_open":
-                text = plain_inline(self.tokens[j + 1].content)
+                text = inline_text(self.tokens[j + 1])
                 if not item.text:
                     item.text = text
                 else:
@@ -134,7 +137,7 @@ class _Markdown:
                 j += 1
             elif t.type in ("bullet_list_open", "ordered_list_open"):
                 close = self._close_of(j)
-                item.sub.extend(plain_inline(x.content) for x in self.tokens[j:close]
+                item.sub.extend(inline_text(x) for x in self.tokens[j:close]
                                 if x.type == "inline")
                 j = close + 1
             else:

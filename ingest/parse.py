@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from markdown_it.token import Token
 
 from citewise.errors import DocumentError
-from citewise.ingest.markdown import markdown_tokens, plain_inline, table_rows
+from citewise.ingest.markdown import inline_text, markdown_tokens, table_rows
 from citewise.language import SPACY_MODEL
 from citewise.types import SourceDocument
 
@@ -124,60 +124,66 @@ def parse(doc: SourceDocument) -> list[Element]:
 def markdown_elements(text: str) -> list[Element]:
     """Headings, paragraphs, list items, code and tables of Markdown, in reading order.
 
-    A list item is its first paragraph; the paragraphs, commands and nested items under it follow
-    as their own elements, so a command fenced under a step stays code. Raw HTML blocks count by
-    their text (a table in HTML by its rows); comments and tags are dropped.
+    A list item is its first paragraph, numbered as a reader sees it; the paragraphs, commands
+    and nested items under it follow as their own elements, so a command fenced under a step
+    stays code. Raw HTML blocks count by their text (a table in HTML by its rows); comments and
+    tags are dropped.
     """
     tokens = markdown_tokens(text)
-    source_lines = text.split("\n")
     out: list[Element] = []
-    item: Token | None = None  # a list item whose first paragraph has not come yet
+    numbers: list[int | None] = []  # the next number of each open list (None: bullets)
+    item: tuple[Token, int | None] | None = None  # an item whose first paragraph is to come
 
     def lines(token: Token, last: Token | None = None) -> dict:
-        start, end = token.map or (None, None), (last or token).map or (None, None)
-        return {"line": start[0] + 1 if start[0] is not None else None, "end_line": end[1]}
+        start, end = token.map, (last or token).map
+        return {"line": start[0] + 1 if start else None, "end_line": end[1] if end else None}
 
     i = 0
     while i < len(tokens):
         t = tokens[i]
-        if t.type == "heading_open":
-            out.append(Element("Title", plain_inline(tokens[i + 1].content, code_marks=False),
-                               depth=int(t.tag[1]) - 1, **lines(t)))
-            i += 3
-            continue
-        if t.type == "list_item_open":
-            item = t
-        elif t.type == "paragraph_open":
-            words = plain_inline(tokens[i + 1].content, code_marks=False)
+        kind = t.type
+        if kind in ("ordered_list_open", "bullet_list_open"):
+            numbers.append(int(t.attrGet("start") or 1) if kind == "ordered_list_open" else None)
+        elif kind in ("ordered_list_close", "bullet_list_close"):
+            numbers.pop()
+        elif kind == "list_item_open":
+            item = (t, numbers[-1] if numbers else None)
+            if numbers and numbers[-1] is not None:
+                numbers[-1] += 1
+        elif kind == "paragraph_open":
+            words = inline_text(tokens[i + 1], code_marks=False)
             if item is not None:
-                number = int(item.info) if item.info and item.info.isdigit() else None
-                out.append(Element("ListItem", words, number=number, **lines(item, t)))
+                out.append(Element("ListItem", words, number=item[1], **lines(item[0], t)))
                 item = None
             elif words:
                 out.append(Element("NarrativeText", words, **lines(t)))
             i += 3
             continue
-        elif t.type in ("fence", "code_block"):
-            item = None
+        else:
+            item = None  # the item began with something else, or is over
+        if kind == "heading_open":
+            out.append(Element("Title", inline_text(tokens[i + 1], code_marks=False),
+                               depth=int(t.tag[1]) - 1, **lines(t)))
+            i += 3
+            continue
+        if kind in ("fence", "code_block"):
             code = t.content.rstrip("\n")
             if code.strip():
                 at = lines(t)
-                if t.type == "fence" and at["line"] is not None:
-                    # The code lies between the fences (a fence left open runs to the end).
-                    at["line"] += 1
-                    closing = source_lines[at["end_line"] - 1].strip()
-                    if closing.startswith(t.markup) and not closing.strip(t.markup[0]):
-                        at["end_line"] -= 1
+                if at["line"] is not None:
+                    # A fence's code starts under it; the end counts the code's own lines,
+                    # wherever (or whether) the closing fence comes.
+                    at["line"] += kind == "fence"
+                    at["end_line"] = at["line"] + code.count("\n")
                 out.append(Element("CodeSnippet", code, **at))
-        elif t.type == "table_open":
+        elif kind == "table_open":
             header, rows, close = table_rows(tokens, i, code_marks=False)
             body = "\n".join(" | ".join(r) for r in ([header] if header else []) + rows if any(r))
             if body:
                 out.append(Element("Table", body, **lines(t)))
             i = close + 1
             continue
-        elif t.type == "html_block":
-            item = None
+        elif kind == "html_block":
             words = _html_block_text(t.content)
             if words:
                 out.append(Element("Table" if "<table" in t.content.lower() else "Text",
@@ -188,15 +194,18 @@ def markdown_elements(text: str) -> list[Element]:
 
 _COMMENT = re.compile(r"<!--.*?(-->|$)", re.S)
 _TAG = re.compile(r"<[^>]*>")
+_HTML_TABLE = re.compile(r"(<table\b.*?</table>)", re.S | re.I)
 
 
 def _html_block_text(block: str) -> str:
-    if "<table" in block.lower():
-        rows = _table_text(block)
-        if rows:
-            return rows
-    words = html.unescape(_TAG.sub(" ", _COMMENT.sub(" ", block)))
-    return " ".join(words.split())
+    """Raw HTML in Markdown by its words, in order; a table among them by its rows."""
+    out = []
+    for part in _HTML_TABLE.split(_COMMENT.sub(" ", block)):
+        if _HTML_TABLE.fullmatch(part):
+            out.append(_table_text(part) or "")
+        else:
+            out.append(" ".join(html.unescape(_TAG.sub(" ", part)).split()))
+    return "\n".join(p for p in out if p)
 
 
 def _convert(el, media_type: str) -> Element:

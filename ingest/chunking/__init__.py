@@ -1,6 +1,7 @@
 """Chunkers, one per kind of document, behind one small interface.
 
-* ``sections.py``: prose (Markdown, HTML, text), parsed by unstructured and split along headings;
+* ``sections.py``: prose (Markdown by markdown-it, HTML and text by unstructured: ``parse.py``),
+  split along headings;
 * ``code/``: source code and config (``CODE_MEDIA_TYPE``), split along functions and classes.
 
 Every chunker keeps each chunk within the embedding model's window (counting the title and

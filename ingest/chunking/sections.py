@@ -30,6 +30,7 @@ class _Piece:
     line: int | None = None  # where it starts and ends in the file, when the parser said
     end: int | None = None
     exact_lines: bool = False  # its text's lines are the file's lines from ``line`` (code)
+    within: tuple[int, int] | None = None  # a part of an element: the element's lines
 
 
 class SectionChunker:
@@ -39,7 +40,8 @@ class SectionChunker:
     # differently, and the next run re-chunks (and only re-embeds what changed).
     # v2: documents also store their outline (ingest/outline.py), which answers are built from.
     # v4: Markdown read by markdown-it (ingest/markdown.py), with exact lines and step numbers.
-    version = "sections-v4"
+    # v5: its text from markdown-it's inline tokens (underscores inside words kept).
+    version = "sections-v5"
 
     def __init__(self, count_tokens: Callable[[str], int], max_tokens: int = 200) -> None:
         self.count_tokens = count_tokens
@@ -130,6 +132,9 @@ class SectionChunker:
         # The first part starts where the element does, the last ends where it ends; the
         # lines of those between are known for code and looked up by their text otherwise.
         parts[0].line, parts[-1].end = piece.line, piece.end
+        if piece.line is not None and piece.end is not None:
+            for part in parts:
+                part.within = (piece.line, piece.end)
         return parts
 
     def _split(self, piece: _Piece, budget: int) -> list[_Piece]:
@@ -174,6 +179,8 @@ class SectionChunker:
         end = group[-1].end
         if end is None:
             end = (_line_of(group[-1], locator) if len(group) > 1 else None) or start
+        if start is not None and end is not None and end < start:
+            end = start
         chunks.append(
             Chunk(
                 document_id=document_id,
@@ -193,7 +200,9 @@ def _line_of(piece: _Piece, locator: _LineLocator | None) -> int | None:
         if locator:
             locator.seek(piece.line)
         return piece.line
-    return locator.find(piece.probe) if locator else None
+    found = locator.find(piece.probe, piece.within) if locator else None
+    # A part of an element whose text the search misses starts, at the latest, in that element.
+    return found if found is not None or piece.within is None else piece.within[0]
 
 
 class _LineLocator:
@@ -212,11 +221,16 @@ class _LineLocator:
         """The parser placed an element at ``line``: later probes search from there."""
         self.cursor = max(self.cursor, line - 1 - self.offset)
 
-    def find(self, probe: str) -> int | None:
+    def find(self, probe: str, within: tuple[int, int] | None = None) -> int | None:
+        """The line of ``probe`` from the cursor on (only among lines ``within``, if given)."""
         key = _NON_ALNUM.sub("", probe.lower())[:24]
         if not key:
             return None
-        for i in range(self.cursor, len(self.lines)):
+        first, last = self.cursor, len(self.lines)
+        if within is not None:
+            first = max(first, within[0] - 1 - self.offset)
+            last = min(last, within[1] - self.offset)
+        for i in range(first, last):
             if key in self.lines[i] or (len(key) > 8 and self.lines[i].startswith(key[:12])):
                 self.cursor = i
                 return i + 1 + self.offset

@@ -158,3 +158,32 @@ def test_the_chunker_and_the_outline_read_markdown_once(tmp_path, dense):
     build_outline(document_text(doc), doc.media_type, title=doc.title)
     info = markdown_tokens.cache_info()
     assert (info.misses, info.hits) == (1, 1)
+
+
+def test_markdown_text_reads_as_commonmark_says():
+    from citewise.ingest.parse import markdown_elements
+
+    els = markdown_elements(
+        "Watch node_filesystem_avail_bytes, not a_b_c or \\*stars\\*; AT&amp;T<br>next.\n\n"
+        "1. first\n1. second\n1. third\n\n"
+        "- \n\n## Later\n\nBody paragraph.\n\n"
+        "<div>Before <table><tr><td>cell</td></tr></table> after</div>\n")
+    by_text = {e.text: e for e in els}
+    # Underscores inside words are not emphasis; escapes and entities resolve.
+    assert "Watch node_filesystem_avail_bytes, not a_b_c or *stars*; AT&T next." in by_text
+    # "1. 1. 1." is read as steps 1, 2 and 3.
+    assert [(e.text, e.number) for e in els if e.kind == "ListItem"] == [
+        ("first", 1), ("second", 2), ("third", 3)]
+    # An empty item does not swallow the paragraph under the next heading.
+    assert by_text["Body paragraph."].kind == "NarrativeText"
+    assert by_text["Body paragraph."].line == 11
+    # Raw HTML keeps its words around a table, in order.
+    assert by_text["Before\ncell\nafter"].kind == "Table"
+
+
+def test_markdown_with_old_mac_line_endings_parses():
+    from citewise.ingest.parse import markdown_elements
+
+    els = markdown_elements("# T\r\rtext\r```\rcode\r```\r")
+    assert [(e.kind, e.text, e.line, e.end_line) for e in els[1:]] == [
+        ("NarrativeText", "text", 3, 3), ("CodeSnippet", "code", 5, 5)]
