@@ -29,8 +29,8 @@ def inline_text(token: Token, code_marks: bool = True) -> str:
     """An inline token's text as it reads: links as their text, images as their alt text,
     emphasis and HTML tags dropped, escapes and entities resolved, line breaks as spaces.
 
-    Built from markdown-it's own reading of the inline, so ``node_filesystem_avail_bytes`` and
-    ``2*3*4`` keep their underscores and stars (CommonMark: not emphasis inside a word). With
+    Built from markdown-it's own reading of the inline, so ``node_filesystem_avail_bytes``
+    keeps its underscores (CommonMark: ``_`` inside a word is not emphasis; ``*`` is). With
     ``code_marks`` (outline text, rendered as Markdown in answers) code keeps its backticks;
     without (text for the embedding model and the keyword index, where a backtick is one more
     word-piece and says nothing) it reads as plain words.
