@@ -31,6 +31,7 @@ class Item:
     notes: list[str] = field(default_factory=list)  # further paragraphs of the item
     sub: list[str] = field(default_factory=list)  # nested items, flattened
     number: int | None = None  # the number an ordered list gives it
+    link_only: bool = False  # the item is one link and nothing else (a reading list's entry)
     start_line: int | None = None
     end_line: int | None = None
 

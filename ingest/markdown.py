@@ -51,6 +51,17 @@ def inline_text(token: Token, code_marks: bool = True) -> str:
     return _SPACES.sub(" ", "".join(out)).strip()
 
 
+def only_a_link(token: Token) -> bool:
+    """Whether an inline token is one link and nothing else ("- [Blocking IPs](https://...)"):
+    a list of those is a reading list or a table of contents, not steps or facts."""
+    children = [c for c in token.children or ()
+                if not (c.type == "text" and not c.content.strip())
+                and c.type not in ("softbreak", "hardbreak")]
+    return (len(children) >= 3 and children[0].type == "link_open"
+            and children[-1].type == "link_close"
+            and sum(c.type == "link_open" for c in children) == 1)
+
+
 def close_of(tokens: tuple[Token, ...], i: int) -> int:
     """Index of the token closing the one opened at ``i``."""
     depth = 0

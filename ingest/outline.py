@@ -15,7 +15,7 @@ from markdown_it.token import Token
 
 from citewise.index.outline import Block, Code, Item, Outline, Section
 from citewise.ingest.anchors import AnchorStyle, github_anchor
-from citewise.ingest.markdown import close_of, inline_text, markdown_tokens, table_rows
+from citewise.ingest.markdown import close_of, inline_text, markdown_tokens, only_a_link, table_rows
 
 _SPACES = re.compile(r"\s+")
 _NUMBERED = re.compile(r"^\s*(\d+)[.)]\s+(.*)")
@@ -128,6 +128,7 @@ class _Markdown:
                 text = inline_text(self.tokens[j + 1])
                 if not item.text:
                     item.text = text
+                    item.link_only = only_a_link(self.tokens[j + 1])
                 else:
                     item.notes.append(text)
                 j += 3
@@ -281,6 +282,9 @@ def _html_list(el, ordered: bool, line, text_of) -> Block:
     block = Block("list", ordered=ordered, start_line=line(el))
     for n, li in enumerate(el.findall("li"), start=1):
         item = Item(text=text_of(li), number=n if ordered else None, start_line=line(li))
+        links = li.findall(".//a")
+        item.link_only = len(links) == 1 and bool(item.text) and \
+            " ".join(links[0].text_content().split()) == item.text
         for pre in li.findall(".//pre"):
             item.code.append(Code(pre.text_content().strip("\n")))
         for sub in li.findall("./ul/li") + li.findall("./ol/li"):

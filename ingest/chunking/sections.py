@@ -41,7 +41,8 @@ class SectionChunker:
     # v2: documents also store their outline (ingest/outline.py), which answers are built from.
     # v4: Markdown read by markdown-it (ingest/markdown.py), with exact lines and step numbers.
     # v5: its text from markdown-it's inline tokens (underscores inside words kept).
-    version = "sections-v5"
+    # v6: the outline marks a list item that is only a link (reading lists are not answers).
+    version = "sections-v6"
 
     def __init__(self, count_tokens: Callable[[str], int], max_tokens: int = 200) -> None:
         self.count_tokens = count_tokens

@@ -83,6 +83,9 @@ WHOLE_DOCUMENT_SECTIONS = 12
 MAX_STEPS = 10
 MAX_SUBSTEPS = 8
 MAX_STEP_CHARS = 3500
+# A numbered list a fact's sentence sits in is shown whole when it is this short.
+MAX_CONTEXT_ITEMS = 6
+MAX_CONTEXT_CHARS = 700
 MAX_SENTENCE_CHARS = 500
 
 Scorer = Callable[..., np.ndarray]
@@ -424,6 +427,18 @@ class Composer:
                         n = cites.cite(doc_id, s.path, s.anchor, b.start_line, b.end_line, text)
                         return [AnswerBlock(type="paragraph", text=_trim(text),
                                             citations=[n])]
+        # A runbook about the alert need not repeat its name in the meaning: "[This alert][X]
+        # fires when..." reads, once the link is resolved, as "This alert fires when...". The
+        # title names the alert, so the meaning section's first real paragraph is the meaning.
+        if not any(a in ev.records[doc_id].title for a in q.alerts):
+            return []
+        for s in outline.sections:
+            if not MEANING_HEADING.search(s.title) or ACTION_HEADING.search(s.title):
+                continue
+            for b in s.blocks:
+                if b.kind == "paragraph" and len(b.text.split()) > 5 and not _hides(ev, b.text):
+                    n = cites.cite(doc_id, s.path, s.anchor, b.start_line, b.end_line, b.text)
+                    return [AnswerBlock(type="paragraph", text=_trim(b.text), citations=[n])]
         return []
 
     # Facts ------------------------------------------------------------------------------------
@@ -646,6 +661,9 @@ class Composer:
         k = int(np.argmax(scores))
         doc_id, s, b, text = candidates[k]
         cites = _Citations(ev)
+        if b.kind == "list":
+            return Composed(self._item_in_context(ev, cites, doc_id, s, b, text), cites.all(),
+                            float(scores[k]), [doc_id])
         text = _trim(" ".join(_SENTENCE.split(text)[:3]))
         n = cites.cite(doc_id, s.path, s.anchor, b.start_line, b.end_line, text)
         return Composed([AnswerBlock(type="paragraph", text=text, citations=[n])], cites.all(),
@@ -701,7 +719,13 @@ class Composer:
         chosen.sort(key=lambda u: (u[0], u[2].start_line or 0))
         cites = _Citations(ev)
         blocks: list[AnswerBlock] = []
+        lists_shown: set[int] = set()
         for d, s, b, t in chosen:
+            if b.kind == "list":
+                if id(b) not in lists_shown:
+                    lists_shown.add(id(b))
+                    blocks.extend(self._item_in_context(ev, cites, d, s, b, t))
+                continue
             if b.kind == "table" and (pairs := _row_pairs(b, t)):
                 # A row is shown as what it is: its cells under their column headers.
                 n = cites.cite(d, s.path, s.anchor, b.start_line, b.end_line, t)
@@ -715,6 +739,45 @@ class Composer:
             n = cites.cite(d, s.path, s.anchor, b.start_line, b.end_line, text)
             blocks.append(AnswerBlock(type="paragraph", text=_trim(text), citations=[n]))
         return Composed(blocks, cites.all(), best, list(dict.fromkeys(u[0] for u in chosen)))
+
+    def _item_in_context(self, ev: Evidence, cites: _Citations, doc_id: str, section: Section,
+                         block: Block, unit: str) -> list[AnswerBlock]:
+        """A list item with what it needs to be read: the sentence that introduces its list
+        ("What events qualify? For example:"), and, for a short numbered list, the list whole:
+        step 3 alone ("As a final fallback, it tries the GCS mirror") starts mid-list."""
+        out: list[AnswerBlock] = []
+        quoted: list[str] = []
+        k = next((i for i, x in enumerate(section.blocks) if x is block), 0)
+        before = section.blocks[k - 1] if k > 0 else None
+        if before is not None and before.kind == "paragraph" and not _hides(ev, before.text):
+            parts = _SENTENCE.split(before.text)
+            frame = parts[-1]
+            if len(parts) > 1 and len(frame) < 40 and parts[-2].rstrip().endswith("?"):
+                frame = f"{parts[-2]} {frame}"  # "What events qualify? For example:"
+            if frame.rstrip().endswith((":", "?")) and len(frame) <= 300:
+                out.append(AnswerBlock(type="paragraph", text=frame))
+                quoted.append(frame)
+        steps = [x for x in (self._step(ev, item) for item in block.items) if x is not None]
+        size = sum(len(x.text) + sum(len(c.text) for c in x.code) for x in steps)
+        if block.ordered and len(steps) == len(block.items) and \
+                len(steps) <= MAX_CONTEXT_ITEMS and size <= MAX_CONTEXT_CHARS:
+            first = block.items[0].number or 1
+            out.append(AnswerBlock(type="steps", steps=steps, ordered=True, start=first))
+            quoted.extend(x.text for x in steps)
+            start, end = block.start_line, block.end_line
+        else:
+            item = next((it for it in block.items if unit in (it.text, *it.notes, *it.sub)),
+                        None)
+            out.append(AnswerBlock(type="paragraph", text=_trim(unit)))
+            quoted.append(unit)
+            start = item.start_line if item and item.start_line else block.start_line
+            end = item.end_line if item and item.end_line else block.end_line
+        if len(out) > 1 and before is not None and before.start_line:
+            start = before.start_line  # the frame's lines too
+        n = cites.cite(doc_id, section.path, section.anchor, start, end, "\n".join(quoted))
+        for x in out:
+            x.citations = [n]
+        return out
 
     def _chunk_sentences(self, q: Question, ev: Evidence, limit: int) -> Composed | None:
         """Documents without an outline (plain chunks): their best sentences."""
@@ -817,6 +880,8 @@ def _units_of(block: Block, *, paragraphs_whole: bool = False) -> list[str]:
     """What can be quoted of a block on its own: sentences (or whole paragraphs), list items,
     and table rows spelled out with their headers (never a bare row)."""
     if block.kind == "list":
+        if _is_reading_list(block):
+            return []
         # Nested items are units too: "- CI tools:\n  - `buildchecker` locks main if ...".
         return [t for it in block.items for t in (it.text, *it.notes, *it.sub)]
     if block.kind in ("paragraph", "quote"):
@@ -965,10 +1030,18 @@ def _first_sentence(section: Section) -> str:
 
 def _is_contents(outline: Outline, block: Block) -> bool:
     """A list of links to the document's own sections ("two options: 1. Connect via command
-    line 2. Connect via BigQuery"): a table of contents, not steps; the sections are."""
+    line 2. Connect via BigQuery"): a table of contents, not steps; the sections are. Or a
+    reading list, every item a bare link ("Processes: - [Blocking IPs in Cloudflare](...)"):
+    what it names is elsewhere."""
+    if _is_reading_list(block):
+        return True
     titles = [s.title.lower() for s in outline.sections if len(s.title) > 3]
     return bool(titles) and all(
         any(item.text.lower().startswith(t) for t in titles) for item in block.items)
+
+
+def _is_reading_list(block: Block) -> bool:
+    return bool(block.items) and all(it.link_only and not it.code for it in block.items)
 
 
 REMEDY_HEADING = re.compile(r"^(mitigation|remediation|resolution|fix|solution|workaround|"

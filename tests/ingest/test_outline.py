@@ -122,3 +122,20 @@ def test_a_fence_whose_info_string_is_blank_has_no_language():
                             title="Check")
     code = [b for section in outline.sections for b in section.blocks if b.kind == "code"]
     assert [(b.text, b.language) for b in code] == [("SELECT 1;", None)]
+
+
+def test_an_item_that_is_only_a_link_is_marked_in_markdown_and_html():
+    """A reading list ("- [Redis basics](redis.md)") names pages; it is not steps or facts."""
+    md = ("# Tools\n\n## Processes\n\n- [Blocking IPs](https://docs.example.com/b)\n"
+          "- Rotate keys with `keyctl` (see [the guide](g.md))\n- **Bold**, not a link\n")
+    items = _section(build_outline(md, "text/markdown", title="Tools"), "Processes").blocks[0].items
+    assert [it.link_only for it in items] == [True, False, False]
+    assert items[0].text == "Blocking IPs"
+    related = _section(build_outline(RUNBOOK, "text/markdown", title="Cache failover"),
+                       "Related").blocks[0].items
+    assert related[0].link_only
+    html = ("<html><body><h1>Tools</h1><h2>Processes</h2><ul>"
+            "<li><a href='https://docs.example.com/b'>Blocking IPs</a></li>"
+            "<li>Rotate keys with <a href='g.html'>keyctl</a> first</li></ul></body></html>")
+    items = _section(build_outline(html, "text/html", title="Tools"), "Processes").blocks[0].items
+    assert [it.link_only for it in items] == [True, False]

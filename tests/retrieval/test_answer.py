@@ -452,6 +452,140 @@ def test_an_alert_question_gets_its_meaning_then_the_steps(services):
     assert "cachectl promote" in answer.answer
 
 
+SPOOL_ALERT = """\
+# SpoolWriterStalled
+
+## Meaning
+
+[This alert][SpoolWriterStalled] fires when the spool writer has flushed nothing to disk
+for ten minutes while its queue keeps growing.
+
+## Impact
+
+Log lines wait in memory and are lost if the writer restarts.
+
+## Mitigation
+
+1. Restart the spool writer.
+   ```bash
+   systemctl restart spool-writer
+   ```
+2. Check that the queue drains.
+
+[SpoolWriterStalled]: https://alerts.example.com/SpoolWriterStalled
+"""
+
+
+def test_an_alert_whose_meaning_calls_it_this_alert_still_gets_its_meaning(make_services,
+                                                                           tmp_path):
+    """Runbooks often link the name away ("[This alert][X] fires when..."): the rendered text
+    no longer names the alert, the title does, so the Meaning section's paragraph is quoted."""
+    docs = tmp_path / "docs"
+    write(docs, "alerts/SpoolWriterStalled.md", SPOOL_ALERT)
+    services = make_services()
+    assert run_source(services.pipeline, folder_source(docs), trigger="t").status == "succeeded"
+    a = services.answers.answer("What does SpoolWriterStalled mean?", ANON)
+    assert a.kind == "alert" and not a.abstained
+    assert a.blocks[0].type == "paragraph"
+    assert a.blocks[0].text.startswith("This alert fires when the spool writer has flushed")
+    assert a.citations[0].heading.endswith("Meaning")
+    assert "systemctl restart spool-writer" in a.answer
+
+
+EDGE_FALLBACK = """\
+# Edge fallback
+
+## When the edge cannot reach the origin
+
+If the CDN times out fetching a page, it serves a stored copy instead.
+
+### Order of fallbacks
+
+When the origin is unavailable:
+
+1. The CDN first serves the page from the primary bucket mirror in eu-west-2.
+2. If that fails, it tries the replica bucket in eu-west-1.
+3. As a last resort, it serves the page from the cold archive mirror.
+
+## Emergency access
+
+Use the `/break-glass` command in chat to get temporary admin rights.
+
+Which events count as an emergency? For example:
+
+- A regional outage where traffic must be moved by hand.
+- A customer's instance deleted by mistake and needing a restore.
+"""
+
+
+def test_a_list_item_comes_with_its_list(make_services, tmp_path):
+    """A fact found in a list item is not quoted mid-list: a short numbered list comes whole
+    under the sentence that introduces it, a bullet with the question its list answers."""
+    docs = tmp_path / "docs"
+    write(docs, "wiki/edge-fallback.md", EDGE_FALLBACK)
+    services = make_services()
+    assert run_source(services.pipeline, folder_source(docs), trigger="t").status == "succeeded"
+    a = services.answers.answer("What does the CDN serve as a last resort when the origin is "
+                                "down?", ANON)
+    assert not a.abstained
+    k = next(i for i, b in enumerate(a.blocks) if b.type == "steps")
+    assert a.blocks[k - 1].text == "When the origin is unavailable:", a.answer
+    assert [s.text.split()[0] for s in a.blocks[k].steps] == ["The", "If", "As"]
+    assert a.answer.index("1. The CDN first") < a.answer.index("3. As a last resort")
+    c = next(c for c in a.citations if c.n == a.blocks[k].citations[0])
+    assert c.heading.endswith("Order of fallbacks") and c.end_line - c.start_line >= 4
+
+    b = services.answers.answer("Does a regional outage count as an emergency?", ANON)
+    assert not b.abstained
+    frame = "Which events count as an emergency? For example:"
+    assert b.blocks[0].text == frame, b.answer
+    assert "regional outage where traffic must be moved by hand" in b.blocks[1].text
+
+
+SECURITY_TOOLS = """\
+# Security tooling
+
+## Processes
+
+- [Blocking IP ranges at the load balancer](https://docs.example.com/block-ip-ranges)
+- [Rotating leaked credentials](https://docs.example.com/rotate)
+"""
+
+BLOCK_RANGES = """\
+# Ban a netblock on the load balancer
+
+## Background
+
+Some traffic does not pass through the CDN, so the CDN's firewall cannot stop it.
+
+## Procedure
+
+1. Add the range to the deny list.
+   ```bash
+   echo "203.0.113.0/24" >> /etc/lb/deny-ranges.lst
+   ```
+2. Reload the load balancer.
+   ```bash
+   systemctl reload lb
+   ```
+"""
+
+
+def test_a_reading_list_is_not_the_answer(make_services, tmp_path):
+    """A list whose items are only links names where the answer is; the runbook it points at
+    (when it is here) answers, and the list is never quoted as steps."""
+    docs = tmp_path / "docs"
+    write(docs, "security/tooling.md", SECURITY_TOOLS)
+    write(docs, "runbooks/ban-netblock.md", BLOCK_RANGES)
+    services = make_services()
+    assert run_source(services.pipeline, folder_source(docs), trigger="t").status == "succeeded"
+    a = services.answers.answer("how do I block an IP range at the load balancer?", ANON)
+    assert not a.abstained
+    assert "deny-ranges.lst" in a.answer, a.answer
+    assert a.citations[0].path == "runbooks/ban-netblock.md"
+    assert all(c.path != "security/tooling.md" for c in a.citations), a.answer
+
+
 def test_a_sentence_that_answers_beats_a_row_that_only_shares_a_word(services):
     """The status table's 429 row shares the rare word; the sentence under Waiting says how
     long. A row that is the answer still comes as label and value (the owner test above)."""
