@@ -350,14 +350,15 @@ class Composer:
                                           for c in item.code], notes=notes)
 
     def _section_step(self, ev: Evidence, section: Section) -> Step | None:
-        paragraphs = [b.text for b in section.blocks if b.kind == "paragraph"]
+        paragraphs = [b.text for b in section.blocks
+                      if b.kind == "paragraph" and not _PLACEHOLDER.match(b.text)]
         code = [CodeSnippet(language=b.language, text=b.text)
                 for b in section.blocks if b.kind == "code"]
         code += [CodeSnippet(language=c.language, text=c.text)
                  for b in section.blocks if b.kind == "list" for it in b.items for c in it.code]
         code = code[:3]
         title = _NUMBERED.sub("", section.title)  # "1. Verify the pods": numbered once, by us
-        text = title + (f": {paragraphs[0]}" if paragraphs else "")
+        text = title.rstrip(": ") + (f": {paragraphs[0]}" if paragraphs else "")
         if _hides(ev, text):
             return None
         # A step that is a procedure of its own ("1. Issue a new token" and its six clicks):
@@ -370,6 +371,11 @@ class Composer:
                     notes.append(f"{k}. {item.text}" if first.ordered else f"- {item.text}")
             if len(first.items) > MAX_SUBSTEPS:
                 notes.append(f"({len(first.items) - MAX_SUBSTEPS} more in the source)")
+        if not (paragraphs or code or notes) and (
+                title.rstrip().endswith(":")
+                or any(b.kind == "paragraph" and _PLACEHOLDER.match(b.text)
+                       for b in section.blocks)):
+            return None  # a heading over nothing written yet ("Scenarios:", "@TODO")
         return Step(text=text, code=code, notes=notes)
 
     def _section_in_order(self, ev: Evidence, doc_id: str, section: Section,
@@ -396,7 +402,8 @@ class Composer:
                 blocks.append(AnswerBlock(type="steps", steps=steps, ordered=b.ordered,
                                           start=first if first > 1 and blocks else 1))
                 continue
-            if b.kind not in ("paragraph", "code") or _hides(ev, b.text):
+            if b.kind not in ("paragraph", "code") or _hides(ev, b.text) \
+                    or b.kind == "paragraph" and _PLACEHOLDER.match(b.text):
                 continue
             if blocks and used + len(b.text) > MAX_STEP_CHARS:
                 blocks.append(AnswerBlock(type="paragraph",
@@ -852,6 +859,9 @@ def signature_and_docstring(code: str, language: str | None) -> tuple[str, str]:
     return "\n".join(header).rstrip(), doc
 
 
+# A paragraph that stands in for text not written yet ("@TODO: more scenario examples").
+_PLACEHOLDER = re.compile(r"^\W*(todo|tbd|tba|fixme|coming soon)\b", re.I)
+
 _LEANS_BACK = re.compile(r"^(this|that|these|those|it|they|so|then|thus|however|but|also|"
                          r"otherwise|in that case|if so)\b", re.I)
 
@@ -885,6 +895,8 @@ def _units_of(block: Block, *, paragraphs_whole: bool = False) -> list[str]:
         # Nested items are units too: "- CI tools:\n  - `buildchecker` locks main if ...".
         return [t for it in block.items for t in (it.text, *it.notes, *it.sub)]
     if block.kind in ("paragraph", "quote"):
+        if _PLACEHOLDER.match(block.text):
+            return []
         return [block.text] if paragraphs_whole else _SENTENCE.split(block.text)
     if block.kind == "table" and block.header:
         return ["; ".join(f"{h}: {v}" for h, v in zip(block.header, row, strict=False)

@@ -586,6 +586,38 @@ def test_a_reading_list_is_not_the_answer(make_services, tmp_path):
     assert all(c.path != "security/tooling.md" for c in a.citations), a.answer
 
 
+QUEUE_STUCK = """\
+# Mail queue stuck
+
+## Mitigation
+
+### Scenarios:
+
+@TODO: more scenario examples
+
+### Flush the queue
+
+Flush what is waiting once the relay answers again.
+
+```bash
+mailctl flush --queue outbound
+```
+"""
+
+
+def test_steps_from_subsections_skip_placeholders(make_services, tmp_path):
+    """A step made of a subsection reads "title: first paragraph"; "@TODO: ..." is not text
+    to quote, and a heading over nothing written yet ("Scenarios:") is not a step."""
+    docs = tmp_path / "docs"
+    write(docs, "runbooks/mail-queue.md", QUEUE_STUCK)
+    services = make_services()
+    assert run_source(services.pipeline, folder_source(docs), trigger="t").status == "succeeded"
+    a = services.answers.answer("the outbound mail queue is stuck, how do I fix it?", ANON)
+    assert not a.abstained and "mailctl flush --queue outbound" in a.answer, a.answer
+    assert "TODO" not in a.answer and "Scenarios" not in a.answer, a.answer
+    assert a.blocks[0].steps[0].text.startswith("Flush the queue: Flush what is waiting")
+
+
 def test_a_sentence_that_answers_beats_a_row_that_only_shares_a_word(services):
     """The status table's 429 row shares the rare word; the sentence under Waiting says how
     long. A row that is the answer still comes as label and value (the owner test above)."""
