@@ -19,6 +19,7 @@ restates the question (as a README's example of asking it does).
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -170,8 +171,11 @@ class Composer:
         top = ev.results[0]
         code_hit = next((r for r in ev.results[:5] if r.symbol), None)
         # "How does the git connector hand the token to git?" reads as prose, but when the
-        # closest passages are functions, the function is the answer.
-        if code_hit is not None and (q.kind == "code" or (top.symbol and not q.wants_steps)
+        # closest passages are functions, the function is the answer. The closest can be a
+        # source file's opening lines (imports, module docstring: no symbol); it is code too.
+        top_is_code = top.document_id not in ev.outlines and bool(
+            top.symbol or (top.metadata or {}).get("language"))
+        if code_hit is not None and (q.kind == "code" or (top_is_code and not q.wants_steps)
                                      or q.kind == "general" and code_hit in ev.results[:3]):
             return self._code(q, ev, code_hit)
         if q.wants_steps:
@@ -194,13 +198,21 @@ class Composer:
 
     # Steps ------------------------------------------------------------------------------------
     def _documents(self, ev: Evidence, limit: int = 3) -> list[str]:
+        """The documents to answer from, best first. A document found only by its "Related"
+        list is found by a pointer to another one ("see Postgres connection exhaustion: apps
+        time out waiting for a slot"): it comes after those found by what they say."""
         docs: list[str] = []
+        pointing: list[str] = []
         for r in ev.results:
-            if r.document_id not in docs and r.document_id in ev.outlines:
+            if r.document_id not in ev.outlines:
+                continue
+            if points_elsewhere(r):
+                if r.document_id not in pointing:
+                    pointing.append(r.document_id)
+            elif r.document_id not in docs:
                 docs.append(r.document_id)
-            if len(docs) == limit:
-                break
-        return docs
+        docs += [d for d in pointing if d not in docs]
+        return docs[:limit]
 
     def _hit_sections(self, ev: Evidence, doc_id: str) -> dict[int, float]:
         """Section index -> the best relevance of a hit inside it."""
@@ -812,18 +824,36 @@ class Composer:
     # Code -------------------------------------------------------------------------------------
     def _code(self, q: Question, ev: Evidence, hit: SearchResult) -> Composed:
         language = (hit.metadata or {}).get("language")
-        signature, doc = signature_and_docstring(hit.text, language)
         cites = _Citations(ev)
         n = cites.cite(hit.document_id, hit.heading, hit.anchor, hit.start_line, hit.end_line,
                        hit.text, symbol=hit.symbol, score=hit.score)
         where = f"`{hit.path}`" + (f" (lines {hit.start_line}-{hit.end_line})"
                                    if hit.start_line else "")
         name = (hit.symbol or "").rsplit(" > ", 1)[-1]
-        lead = f"`{name}` in {where}" + (f": {doc}" if doc else ".")
+        if _DEFINITION_LINE.match(next((x for x in hit.text.split("\n") if x.strip()), "")):
+            signature, doc = signature_and_docstring(hit.text, language)
+            lead = f"`{name}` in {where}" + (f": {doc}" if doc else ".")
+        else:
+            # A later part of a long function (the chunker splits it along its statements):
+            # its first line is no signature, and the part itself is what was found.
+            lines = textwrap.dedent(hit.text.rstrip()).split("\n")
+            signature = "\n".join(lines[:MAX_CODE_LINES])
+            if len(lines) > MAX_CODE_LINES:
+                signature += "\n..."
+            lead = f"Part of `{name}` in {where}:"
         blocks = [AnswerBlock(type="paragraph", text=lead, citations=[n]),
                   AnswerBlock(type="code", language=language, text=signature, citations=[n])]
         score = ev.relevance.get(hit.chunk_id, hit.score)
         return Composed(blocks, cites.all(), score, [hit.document_id])
+
+
+# The first line of a definition in the languages the code chunker reads: a decorator, a
+# function, class or type, with the modifiers that may come first.
+_DEFINITION_LINE = re.compile(
+    r"^\s*(@|#\[|(export\s+|pub(\([^)]*\))?\s+|public\s+|private\s+|protected\s+|static\s+|"
+    r"async\s+|abstract\s+|final\s+|default\s+)*(def|class|func|fn|function|interface|struct|"
+    r"enum|impl|trait|type|module|object|record|const|let|var|val)\b)")
+MAX_CODE_LINES = 20
 
 
 def signature_and_docstring(code: str, language: str | None) -> tuple[str, str]:
@@ -1038,6 +1068,12 @@ def _first_sentence(section: Section) -> str:
             more = " ..." if len(listed.items) > 1 else ""
             first = f"{first} {listed.items[0].text}{more}"
     return _trim(first)
+
+
+def points_elsewhere(result: SearchResult) -> bool:
+    """A passage of a "Related" / "See also" list: it names another document's subject, so it
+    finds that document's words without being an answer itself."""
+    return bool(SKIP_HEADING.match(result.heading.rsplit(" > ", 1)[-1].strip()))
 
 
 def _is_contents(outline: Outline, block: Block) -> bool:

@@ -32,7 +32,13 @@ from citewise.index.dense import DenseEncoder, embedding_text
 from citewise.index.injection import injection_score, is_injection
 from citewise.language import is_english
 from citewise.retrieval.answering.cache import SemanticCache, scope_of
-from citewise.retrieval.answering.compose import Composed, Composer, Evidence, restates
+from citewise.retrieval.answering.compose import (
+    Composed,
+    Composer,
+    Evidence,
+    points_elsewhere,
+    restates,
+)
 from citewise.retrieval.answering.markdown import blocks_from_markdown
 from citewise.retrieval.answering.model import (
     Answer,
@@ -121,8 +127,13 @@ class AnswerService:
         if unknown:
             return self._abstain(q, evidence, "nothing you may read mentions "
                                               + ", ".join(f"'{w}'" for w in unknown))
-        # Passages far weaker than the best only add noise.
-        kept = [r for r in results if relevance[r.chunk_id] >= evidence - 0.2]
+        # Passages far weaker than the best only add noise. The best is measured among the
+        # passages that say something themselves: a "Related" line that names the subject
+        # ("apps time out waiting for a PgBouncer slot: see ...") scores high and would push
+        # out the runbook it points at.
+        bar = max((relevance[r.chunk_id] for r in results if not points_elsewhere(r)),
+                  default=evidence)
+        kept = [r for r in results if relevance[r.chunk_id] >= bar - 0.2]
         ev = Evidence(
             results=kept,
             outlines=self.catalog.outlines(r.document_id for r in kept),

@@ -618,6 +618,116 @@ def test_steps_from_subsections_skip_placeholders(make_services, tmp_path):
     assert a.blocks[0].steps[0].text.startswith("Flush the queue: Flush what is waiting")
 
 
+LOCKS = """\
+# Inventory lock contention
+
+## Mitigation
+
+1. During a flash sale, turn on the per-SKU reservation queue for the hot rows.
+   ```bash
+   ffctl set inventory.hot_sku_queue --env prod
+   ```
+
+## Related
+
+- Pool exhaustion, where apps time out waiting for a free PgBouncer slot, is handled in
+  [connection exhaustion](connection-exhaustion.md).
+"""
+
+EXHAUSTION = """\
+# Connection exhaustion
+
+## Impact
+
+Every service that talks to the main database through the pooler stalls.
+
+## Mitigation
+
+1. Terminate the idle-in-transaction sessions of the affected pool.
+   ```sql
+   SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE state = 'idle in transaction';
+   ```
+2. Raise the pool size in the pooler's ConfigMap and reload it.
+"""
+
+
+def test_a_document_found_by_its_related_list_does_not_answer(make_services, tmp_path):
+    """A "Related" list points at the document that answers; the one that holds the pointer
+    answers only when nothing else was found."""
+    docs = tmp_path / "docs"
+    write(docs, "runbooks/lock-contention.md", LOCKS)
+    write(docs, "runbooks/connection-exhaustion.md", EXHAUSTION)
+    services = make_services()
+    assert run_source(services.pipeline, folder_source(docs), trigger="t").status == "succeeded"
+    question = "Apps time out waiting for a free slot in PgBouncer"
+    hits = services.search.search(question, ANON, top_k=3)
+    assert hits[0].path == "runbooks/lock-contention.md" and hits[0].heading == "Related"
+    a = services.answers.answer(question, ANON)
+    assert a.citations[0].path == "runbooks/connection-exhaustion.md", a.answer
+    assert "pg_terminate_backend" in a.answer and "hot_sku_queue" not in a.answer
+
+
+LONG_CLIENT = '''\
+import time
+
+
+class PartnerClient:
+    def fetch(self, path):
+        """Fetch one page of the partner API, retrying what can be retried."""
+        url = self.base + path
+        attempt = 0
+        while True:
+            self.limiter.wait()
+            try:
+                response = self.http.get(url, timeout=self.timeout_s)
+            except TimeoutError as error:
+                reason = f"timed out: {error}"
+                wait = self.backoff(attempt)
+            else:
+                if response.status_code < 300:
+                    return response.json()
+                if response.status_code == 404:
+                    raise LookupError(f"the partner API has no {path}")
+                if response.status_code == 429:
+                    reason = "too many requests"
+                    wait = retry_after_seconds(response) or self.backoff(attempt)
+                elif response.status_code >= 500:
+                    reason = f"server error {response.status_code}"
+                    wait = self.backoff(attempt)
+                else:
+                    raise RuntimeError(f"the partner API refused {path}: {response.status_code}")
+            attempt += 1
+            if attempt > self.max_retries:
+                raise RuntimeError(f"gave up on {path} after {attempt} attempts: {reason}")
+            self.log.warning("retrying %s in %.1f s: %s", path, wait, reason)
+            time.sleep(min(wait, self.max_wait_s))
+'''
+
+
+def test_a_later_part_of_a_long_function_is_quoted_as_found(make_services, tmp_path):
+    """The code chunker splits a long function along its statements; a part found by the
+    question is shown as that part (with file and lines), not a first line posing as the
+    function's signature."""
+    repo = tmp_path / "repo"
+    write(repo, "partner_client.py", LONG_CLIENT)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@e",
+                    "commit", "-qm", "init"], check=True)
+    services = make_services(chunk_max_tokens=120)
+    code = SourceConfig(name="code", type="git", path=str(repo), readers=["public"])
+    assert run_source(services.pipeline, code, trigger="t").status == "succeeded"
+    a = services.answers.answer("Where does the partner client wait after a 429 response?",
+                                ANON)
+    assert not a.abstained
+    code_block = next(b for b in a.blocks if b.type == "code")
+    assert "retry_after_seconds(response)" in code_block.text, a.answer
+    (c,) = a.citations
+    assert c.symbol and c.symbol.endswith("def fetch") and c.start_line > 6, c
+    if not code_block.text.startswith("def fetch"):
+        assert a.blocks[0].text.startswith("Part of `def fetch` in `partner_client.py`")
+
+
 def test_a_sentence_that_answers_beats_a_row_that_only_shares_a_word(services):
     """The status table's 429 row shares the rare word; the sentence under Waiting says how
     long. A row that is the answer still comes as label and value (the owner test above)."""
