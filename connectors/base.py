@@ -104,6 +104,15 @@ class SyncError:
 
 @runtime_checkable
 class SyncConnector(Protocol):
+    """A source that says what changed since the state it returned last time.
+
+    Optional on it: ``reach_options``, a class attribute naming the settings that change how the
+    source is reached (credential variables, timeouts, request rates, page sizes) rather than
+    which documents it holds or how they read. A change to any other setting of the source (a
+    filter, its readers, a link template) makes the next run a full pass (``SyncRequest.full``):
+    an incremental one would apply it only to the documents the source happened to change.
+    """
+
     source_type: ClassVar[str]
 
     def sync(self, request: SyncRequest, batch_size: int = 32) -> Iterator[SyncBatch]: ...

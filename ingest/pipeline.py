@@ -75,7 +75,7 @@ from citewise.ingest.parse import document_text
 from citewise.ingest.progress import ProgressSink, SilentProgress
 from citewise.ingest.redact import redact_document
 from citewise.ingest.space import DiskSpace
-from citewise.ingest.state import IndexSignature, SourceState
+from citewise.ingest.state import IndexSignature, SourceState, definition_digest
 from citewise.ingest.swap import VersionSwap
 from citewise.types import CODE_MEDIA_TYPE, Chunk, SourceDocument
 
@@ -221,7 +221,10 @@ class IngestPipeline:
             metrics.INGEST_RUNNING.dec()
             return self._not_started(report, started, e)
         self.catalog.keep_room_for_final_word()
-        state = SourceState(self.catalog, source, self.signature, incomplete=incomplete)
+        definition = None if config is None else definition_digest(
+            config, getattr(connector, "reach_options", frozenset()))
+        state = SourceState(self.catalog, source, self.signature, incomplete=incomplete,
+                            definition=definition)
         held: list[_Prepared] = []  # emptied documents, written only if the brake allows
 
         # Three stages (overlap.py), in order: read and parse, embed, write. With a remote model

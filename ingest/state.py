@@ -10,11 +10,15 @@ Stored per source (``sources.state`` in the catalog), as the sync contract descr
 
 * ``cursor``: what the connector returned when the last run finished (a commit, a time);
 * ``checkpoint``: written after each batch, handed back only if the run did not finish;
-* ``retry``: external ids that failed last time, read again whatever the source says changed.
+* ``retry``: external ids that failed last time, read again whatever the source says changed;
+* ``definition``: a digest of the source's settings when that cursor was taken; a run under
+  other settings reads the whole source (``definition_digest``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 
 from citewise.connectors.base import SyncRequest
@@ -49,11 +53,22 @@ class IndexSignature:
         return f"{self._chunkers.for_media_type(media_type).version}|{self._base}"
 
 
+def definition_digest(config: dict, reach_options: frozenset[str] = frozenset()) -> str:
+    """What a source's settings say about which documents it holds and how they read.
+
+    The settings in ``reach_options`` (credentials, timeouts, rates: ``connectors/base.py``) are
+    left out, so rotating a token or slowing the client down does not cost a full pass.
+    """
+    kept = {k: v for k, v in config.items() if k not in reach_options}
+    text = json.dumps(kept, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 class SourceState:
     """One source during one run: its indexed documents, its stored sync state, what was seen."""
 
     def __init__(self, catalog: Catalog, source: str, signature: IndexSignature, *,
-                 incomplete: set[str] | None = None) -> None:
+                 incomplete: set[str] | None = None, definition: str | None = None) -> None:
         self.catalog = catalog
         self.source = source
         self.signature = signature
@@ -64,6 +79,9 @@ class SourceState:
         # though their bytes did not change.
         self.incomplete = {r.external_id for r in self.existing.values()
                            if r.id in (incomplete or set())}
+        # ``definition_digest`` of the settings this run reads the source with (None: unknown,
+        # never a reason for a full pass).
+        self.definition = definition
 
     # Per document ----------------------------------------------------------------------------
     def see(self, doc: SourceDocument) -> DocumentRecord | None:
@@ -95,12 +113,20 @@ class SourceState:
         if stale and not force:
             log.info("%s: %d documents were indexed with other settings; reading the whole "
                      "source", self.source, stale)
+        # A new filter or new readers must reach the documents the source did not change too:
+        # an exclude that drops them, readers that narrow who sees them. A cursor kept by a
+        # version that recorded no definition counts as changed (one full pass, no embedding).
+        redefined = (self.definition is not None and bool(self.stored.get("cursor"))
+                     and self.stored.get("definition") != self.definition)
+        if redefined and not force:
+            log.info("%s: the source's settings changed since its last run; reading the whole "
+                     "source so that they apply to every document", self.source)
         return SyncRequest(
             state=dict(self.stored.get("cursor") or {}),
             checkpoint=self.stored.get("checkpoint"),
             retry=list(self.stored.get("retry") or []),
             # A repaired index needs the incomplete documents read again as well.
-            full=force or bool(stale) or bool(self.incomplete),
+            full=force or bool(stale) or bool(self.incomplete) or redefined,
         )
 
     def save_checkpoint(self, checkpoint: dict) -> None:
@@ -110,7 +136,8 @@ class SourceState:
     def finish_sync(self, cursor: dict, retry: list[str]) -> None:
         """The run finished (succeeded or partial): the next one starts from ``cursor``."""
         self.catalog.set_source_state(
-            self.source, {"cursor": cursor, "checkpoint": None, "retry": sorted(set(retry))}
+            self.source, {"cursor": cursor, "checkpoint": None, "retry": sorted(set(retry)),
+                          "definition": self.definition}
         )
 
     # Deletions -------------------------------------------------------------------------------

@@ -117,6 +117,12 @@ class _Run:
 
 class ConfluenceConnector:
     source_type: ClassVar[str] = "confluence"
+    # How the site is reached and how often it is listed whole; every other setting decides
+    # what is indexed, and a change to it makes the next run a full pass (``connectors/base.py``).
+    reach_options: ClassVar[frozenset[str]] = frozenset(
+        {"email_env", "token_env", "requests_per_second", "timeout", "max_retries",
+         "max_retry_wait", "page_size", "overlap_minutes", "full_every_runs",
+         "full_every_hours"})
 
     def __init__(
         self,

@@ -53,6 +53,10 @@ class _Item:
 
 class GitConnector:
     source_type: ClassVar[str] = "git"
+    # How the repository is reached; every other setting decides what is indexed, and a change
+    # to it makes the next run a full pass (``connectors/base.py``).
+    reach_options: ClassVar[frozenset[str]] = frozenset(
+        {"token_env", "token_user", "ssh_key_env", "ssh_key_path", "fetch_timeout_s"})
 
     def __init__(self, config: GitConfig, *, data_dir: Path | None = None) -> None:
         config.check()

@@ -429,6 +429,49 @@ def test_end_to_end_secrets_links_and_incremental_commits(make_services, repo):
     assert gone.exists()
 
 
+def test_changed_settings_reach_files_no_commit_touched(make_services, repo, monkeypatch):
+    """A source's settings apply to every file, not only to those the next commit changes: an
+    exclude added drops files already indexed, narrowed readers reach every point of files
+    nobody edited; a new token variable (how the repository is reached) costs no full pass."""
+    services = make_services()
+    eng = Identity(user="ana", groups=("eng",))
+
+    def run(readers=("public",), exclude=(), **options):
+        # data/ holds a binary file, reported as failed by every full pass
+        options = {"path": str(repo.root), "url_template": TEMPLATE,
+                   "exclude": ["data/", *exclude], **options}
+        conn = GitConnector.from_options(dict(options), list(readers),
+                                         data_dir=services.pipeline.work_dir)
+        config = {"type": "git", "readers": list(readers), **options}
+        return services.pipeline.run("shop", "git", conn, config=config, trigger="test")
+
+    def indexed() -> set[str]:
+        return set(services.catalog.documents_of_source("shop"))
+
+    assert run().status == "succeeded"
+    assert indexed() == INDEXED
+    assert run().counts.seen == 0  # no commit since, same settings: nothing is read
+
+    report = run(exclude=["config/"])
+    assert report.status == "succeeded", report.summary()
+    assert (report.counts.deleted, report.counts.added) == (2, 0)
+    assert indexed() == INDEXED - {"config/secrets.py", "config/settings.yaml"}
+
+    report = run(exclude=["config/"], readers=["group:eng"])
+    assert report.status == "succeeded", report.summary()
+    assert report.counts.chunks_embedded == 0  # the readers change, not the text
+    assert {tuple(p["readers"]) for p in all_payloads(services)} == {("group:eng",)}
+    assert all(d.readers == ["group:eng"]
+               for d in services.catalog.documents_of_source("shop").values())
+    question = "how many times is a failed charge retried"
+    assert services.search.search(question, Identity.anonymous(), top_k=3) == []
+    assert services.search.search(question, eng, top_k=1)[0].path == "app/payments/client.py"
+
+    monkeypatch.setenv("SHOP_GIT_TOKEN", "not-a-real-token")
+    report = run(exclude=["config/"], readers=["group:eng"], token_env="SHOP_GIT_TOKEN")
+    assert report.counts.seen == 0, report.summary()
+
+
 def test_git_is_installed():
     out = subprocess.run(["git", "--version"], capture_output=True, check=True).stdout
     assert out.startswith(b"git version")
