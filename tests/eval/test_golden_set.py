@@ -23,13 +23,13 @@ FOLDERS = {"runbooks": ROOT / "demo" / "runbooks", "wiki": ROOT / "demo" / "wiki
            "citewise": ROOT}
 
 # Measured on the demo (bench/results/golden-set.md) minus a margin.
-# Measured (71 questions, 6 of them about citewise's own code): hit@1 0.938, hit@3 0.985,
-# MRR@10 0.959; answered 1.0, key fact in the answer 0.815, first citation relevant 0.908,
-# citation precision 0.921, abstained 1.0 (6 of 6; the closest unanswerable question scores
-# 0.287 against the 0.32 threshold, so one flip is tolerated).
-SEARCH_THRESHOLDS = {"hit@1": 0.90, "hit@3": 0.97, "mrr@10": 0.93}
-ANSWER_THRESHOLDS = {"answered_share": 0.95, "key_fact_share": 0.78,
-                     "first_citation_relevant": 0.87, "citation_precision": 0.88,
+# Measured (71 questions, 6 of them about citewise's own code, 6 unanswerable): hit@1 0.923,
+# hit@3 0.985, MRR@10 0.951; answered 1.0, key fact in the answer 0.892, first citation
+# relevant 0.954, citations relevant 0.964, abstained 1.0 (6 of 6). Each floor keeps about two
+# questions of margin: the knowledge base holds this repository, which every commit changes.
+SEARCH_THRESHOLDS = {"hit@1": 0.89, "hit@3": 0.97, "mrr@10": 0.93}
+ANSWER_THRESHOLDS = {"answered_share": 0.95, "key_fact_share": 0.86,
+                     "first_citation_relevant": 0.92, "citation_precision": 0.93,
                      "abstained_share": 0.83}
 
 
