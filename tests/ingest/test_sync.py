@@ -269,3 +269,29 @@ def test_new_index_settings_make_a_sync_source_read_everything_once(make_service
     run(services, source)
     assert source.requests[-1].full is False  # once re-indexed, back to incremental
 
+
+
+def test_a_changed_setting_asks_for_a_full_pass_but_a_changed_credential_does_not(make_services):
+    """The pipeline compares the source's settings with those of its last finished run; the
+    connector's ``reach_options`` (how it is reached) are left out of the comparison."""
+    services = make_services()
+    source = ChangingSource()
+    source.reach_options = frozenset({"token_env", "timeout"})
+    source.put("redis", page("redis"))
+
+    def sync(**config):
+        report = services.pipeline.run("wiki", "changing", source, trigger="test",
+                                       config={"type": "changing", "readers": ["public"],
+                                               **config})
+        assert report.status == "succeeded", report.summary()
+        return source.requests[-1].full
+
+    assert sync(labels=["runbook"]) is False  # the first run: nothing to compare with
+    assert sync(labels=["runbook"]) is False
+    assert sync(labels=["runbook"], token_env="WIKI_TOKEN", timeout=5) is False
+    assert sync(labels=["runbook", "howto"], token_env="WIKI_TOKEN", timeout=5) is True
+    assert sync(labels=["runbook", "howto"], token_env="WIKI_TOKEN", timeout=5) is False
+    report = services.pipeline.run("wiki", "changing", source, trigger="test",
+                                   config={"type": "changing", "readers": ["group:eng"],
+                                           "labels": ["runbook", "howto"]})
+    assert source.requests[-1].full is True and report.status == "succeeded"
