@@ -565,23 +565,39 @@ class IngestPipeline:
         for p in prepared:
             n = len(p.chunks)
             self.space.check(f"writing {p.doc.external_id}")
+            live = False
+
+            def counted(p: _Prepared = p, n: int = n) -> None:
+                # Counted when the catalog switches to the new version: a store that fails
+                # after that (the old points' pruning) stops or warns, but the document is
+                # written, and the run's counts must say so.
+                nonlocal live
+                live = True
+                counts.chunks_written += n
+                outcome = "updated" if p.previous else "added"
+                setattr(counts, outcome, getattr(counts, outcome) + 1)
+                metrics.INGEST_DOCUMENTS.labels(source, outcome).inc()
+
             try:
                 self._write_document(source, p, texts[offset : offset + n],
-                                     vectors[offset : offset + n])
+                                     vectors[offset : offset + n], counted)
             except StoreUnavailableError:
                 raise  # every other document would fail alike: the run stops
             except CitewiseError as e:
-                # A backend error on one document: keep its old version, go on with the rest.
-                self._fail(source, report, p.doc.external_id, str(e))
-                offset += n
-                continue
+                if live:
+                    # Written; the cleanup of its old version waits for the next run's
+                    # recovery, and search never shows a replaced version meanwhile.
+                    message = (f"{p.doc.external_id}: written, but removing its old version "
+                               f"failed ({e}); the next run finishes it")
+                    report.warnings.append(message)
+                    log.warning("%s: %s", source, message)
+                else:
+                    # A backend error on one document: keep its old version, go on.
+                    self._fail(source, report, p.doc.external_id, str(e))
             offset += n
-            counts.chunks_written += n
-            outcome = "updated" if p.previous else "added"
-            setattr(counts, outcome, getattr(counts, outcome) + 1)
-            metrics.INGEST_DOCUMENTS.labels(source, outcome).inc()
 
-    def _write_document(self, source: str, p: _Prepared, texts: list[str], vectors) -> None:
+    def _write_document(self, source: str, p: _Prepared, texts: list[str], vectors,
+                        on_live: Callable[[], None] | None = None) -> None:
         doc = p.doc
         signature = self.signature(doc.media_type)
         version = hashlib.sha256(f"{doc.content_hash}|{signature}".encode()).hexdigest()[:16]
@@ -611,7 +627,7 @@ class IngestPipeline:
             body_line_offset=doc.body_line_offset,
         )
         points = self._points(record, p.chunks, texts, vectors)
-        self.swap.write(record, p.chunks, points, doc.content, p.previous, p.outline)
+        self.swap.write(record, p.chunks, points, doc.content, p.previous, p.outline, on_live)
 
     def _points(self, record: DocumentRecord, chunks: list[Chunk], texts: list[str],
                 vectors) -> list[ChunkPoint]:

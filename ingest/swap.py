@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from citewise.index.blobs import BlobStore
 from citewise.index.catalog import Catalog, DocumentRecord, PendingWrite
@@ -92,8 +92,14 @@ class VersionSwap:
         content: bytes,
         previous: DocumentRecord | None,
         outline: Outline | None = None,
+        on_live: Callable[[], None] | None = None,
     ) -> None:
-        """Make ``record`` (with its chunks and points) the live version of its document."""
+        """Make ``record`` (with its chunks and points) the live version of its document.
+
+        ``on_live`` is called as soon as the catalog has switched to the new version: what
+        fails after that (pruning the old points, releasing the old blob) leaves the write
+        open for ``recover`` to finish, but the document is already written.
+        """
         pending = PendingWrite(
             document_id=record.id, source=record.source, kind="write",
             new_version=record.version, new_points=len(points),
@@ -110,6 +116,8 @@ class VersionSwap:
             self.index.upsert(points[start:start + _UPSERT_BATCH])
         crash_point("upsert")
         self.catalog.commit_write(pending, record, chunks, [p.id for p in points], outline)
+        if on_live is not None:
+            on_live()
         crash_point("commit")
         self._finish_write(pending)
 

@@ -152,9 +152,11 @@ def _documents(services) -> set[str]:
 
 
 def _after_the_fault(root: Path, written_before: set[str], message: str,
-                     cut_short: str | None) -> None:
+                     cut_short: str | None, *, last_met_it: bool = True) -> None:
     """The failed run is recorded, deleted nothing and failed no document; everything written
-    is searchable, whole; the stores disagree only by the swap the fault cut short, if any."""
+    is searchable, whole; the stores disagree only by the swap the fault cut short, if any.
+    ``last_met_it``: the last run is the one that met the fault, so its counts say what it
+    wrote (not a later run that failed at once)."""
     from citewise.index.catalog import document_id
 
     services = _services(root)
@@ -162,6 +164,8 @@ def _after_the_fault(root: Path, written_before: set[str], message: str,
         last = services.catalog.list_runs("kb", limit=1)[0]
         assert last["status"] == "failed" and message in last["message"], last
         assert last["failed"] == 0 and last["deleted"] == 0
+        if last_met_it:
+            assert last["added"] == len(written_before), last
         assert services.catalog.get_run(last["id"])["errors"] == []
         assert _documents(services) == set(ALL_PATHS) | written_before
         for rel in sorted(written_before):
@@ -388,6 +392,8 @@ def _catalog_fills_up(site: Path, cached_embeddings: Path, room: int) -> str | N
             last = services.catalog.list_runs("kb", limit=1)[0]
             assert last["status"] == "failed" and "writing the catalog" in last["message"]
             assert (last["failed"], last["deleted"]) == (0, 0)
+            # Every document the catalog switched to counts, whatever failed after its switch.
+            assert last["added"] == len(written), (last, written)
             assert _documents(services) == set(ALL_PATHS) | written
             problems = verify(services.catalog, services.index, services.blobs)
         finally:
@@ -597,7 +603,7 @@ def test_an_s3_outage_mid_run_ends_it_clearly_and_a_rerun_completes(s3_site, s3)
     try:
         last = services.catalog.list_runs("kb", limit=1)[0]
         assert last["status"] == "failed" and "does not answer" in last["message"], last
-        assert (last["failed"], last["deleted"]) == (0, 0)
+        assert (last["failed"], last["deleted"], last["added"]) == (0, 0, len(written))
         assert _documents(services) == set(ALL_PATHS) | written
         for rel in sorted(written):
             n = int(rel[-5:-3])
@@ -616,5 +622,5 @@ def test_an_s3_outage_mid_run_ends_it_clearly_and_a_rerun_completes(s3_site, s3)
 
     s3.start()
     _after_the_fault(root, written, "does not answer",
-                     cut_short=sorted(EXTRA)[PUTS_BEFORE_OUTAGE])
+                     cut_short=sorted(EXTRA)[PUTS_BEFORE_OUTAGE], last_met_it=False)
     _rerun_completes(root)
