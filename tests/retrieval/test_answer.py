@@ -9,7 +9,6 @@ points at, and a Python module.
 from __future__ import annotations
 
 import re
-import subprocess
 
 import pytest
 
@@ -19,6 +18,7 @@ from citewise.retrieval.answering.markdown import blocks_from_markdown
 from citewise.retrieval.answering.question import analyse, defining_clause
 from citewise.settings import SourceConfig
 from citewise.types import Identity
+from tests.connectors.gitrepo import GitRepo
 from tests.kb import folder_source, write, write_kb
 
 ANON = Identity.anonymous()
@@ -385,15 +385,12 @@ def services(tmp_path_factory, dense):
     write(docs, "wiki/incident-handbook.md", LEVELS)
     write(docs, "wiki/postmortem-search-outage.md", POSTMORTEM)
     write(docs, "wiki/partner-api-client.md", CLIENT)
-    repo = base / "repo"
-    write(repo, "guards.py", CODE)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
-    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@e",
-                    "commit", "-qm", "init"], check=True)
+    repo = GitRepo(base / "repo")
+    repo.write("guards.py", CODE)
+    repo.commit("init")
     s = build_services(Settings(data_dir=base / "data"))
     assert run_source(s.pipeline, folder_source(docs), trigger="t").status == "succeeded"
-    code = SourceConfig(name="code", type="git", path=str(repo), readers=["public"])
+    code = SourceConfig(name="code", type="git", path=str(repo.root), readers=["public"])
     assert run_source(s.pipeline, code, trigger="t").status == "succeeded"
     yield s
     s.close()
@@ -708,14 +705,11 @@ def test_a_later_part_of_a_long_function_is_quoted_as_found(make_services, tmp_p
     """The code chunker splits a long function along its statements; a part found by the
     question is shown as that part (with file and lines), not a first line posing as the
     function's signature."""
-    repo = tmp_path / "repo"
-    write(repo, "partner_client.py", LONG_CLIENT)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
-    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@e",
-                    "commit", "-qm", "init"], check=True)
+    repo = GitRepo(tmp_path / "repo")
+    repo.write("partner_client.py", LONG_CLIENT)
+    repo.commit("init")
     services = make_services(chunk_max_tokens=120)
-    code = SourceConfig(name="code", type="git", path=str(repo), readers=["public"])
+    code = SourceConfig(name="code", type="git", path=str(repo.root), readers=["public"])
     assert run_source(services.pipeline, code, trigger="t").status == "succeeded"
     a = services.answers.answer("Where does the partner client wait after a 429 response?",
                                 ANON)
