@@ -336,7 +336,8 @@ def build_services(settings: Settings) -> Services:
         ),
         jobs=JobQueue(pipeline, RunLock(settings.run_lock_path)),
         gateway=gateway,
-        conversations=Conversations(catalog, idle=settings.conversation_idle_hours * 3600),
+        conversations=Conversations(catalog, idle=settings.conversation_idle_hours * 3600,
+                                    max_turns=settings.conversation_max_turns),
         guardrails=Guardrails(settings.guardrails),
     )
 

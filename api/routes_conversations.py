@@ -1,7 +1,9 @@
 """Conversations and feedback: a caller's own conversations, and what they thought of answers.
 
-A conversation is visible to the principal who started it and to nobody else: anyone else gets
-404, exactly as for one that never existed.
+A conversation is visible to the caller who started it (the same principal, signed in the same
+way: see ``conversations.Viewer``) and to nobody else: anyone else gets 404, exactly as for one
+that never existed. Its turns are shown through the caller's rights of today: a turn citing a
+document they can no longer read is withheld.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from citewise.api.auth import caller
+from citewise.api.conversations import Viewer
 from citewise.api.identity.caller import Caller
 
 router = APIRouter(prefix="/v1", tags=["conversations"])
@@ -33,15 +36,16 @@ class FeedbackRequest(BaseModel):
 def list_conversations(request: Request, who: Annotated[Caller, Depends(caller)],
                        limit: Annotated[int, Query(ge=1, le=200)] = 50) -> dict:
     """The caller's live conversations, most recent first."""
-    return {"conversations": request.app.state.services.conversations.list(who.principal,
+    return {"conversations": request.app.state.services.conversations.list(Viewer.of(who),
                                                                            limit)}
 
 
 @router.get("/conversations/{conversation_id}", summary="One conversation with its turns")
 def get_conversation(request: Request, who: Annotated[Caller, Depends(caller)],
                      conversation_id: Annotated[str, Path(pattern=CONVERSATION_ID)]) -> dict:
-    """Each turn: the question as asked, as searched, and the answer with its citations."""
-    return request.app.state.services.conversations.get(conversation_id, who.principal)
+    """Each turn: the question as asked, as searched, and the answer with its citations; a turn
+    citing a document the caller may no longer read has `withheld: true` and no answer text."""
+    return request.app.state.services.conversations.get(conversation_id, Viewer.of(who))
 
 
 @router.delete("/conversations/{conversation_id}", status_code=204,
@@ -49,7 +53,7 @@ def get_conversation(request: Request, who: Annotated[Caller, Depends(caller)],
 def delete_conversation(request: Request, who: Annotated[Caller, Depends(caller)],
                         conversation_id: Annotated[str, Path(pattern=CONVERSATION_ID)]
                         ) -> Response:
-    request.app.state.services.conversations.delete(conversation_id, who.principal)
+    request.app.state.services.conversations.delete(conversation_id, Viewer.of(who))
     return Response(status_code=204)
 
 
@@ -60,5 +64,5 @@ def feedback(answer_id: Annotated[str, Path(pattern=CONVERSATION_ID)], body: Fee
     the answer and its citations (`citewise feedback export` turns them into golden-set
     candidates)."""
     return request.app.state.services.conversations.feedback(
-        answer_id, who.principal, helpful=body.helpful, comment=body.comment,
+        answer_id, Viewer.of(who), helpful=body.helpful, comment=body.comment,
         wrong_citation=body.wrong_citation)

@@ -38,9 +38,10 @@ def get_document(
 def list_sources(
     request: Request, who: Annotated[Identity, Depends(identity)]
 ) -> dict[str, list[SourceView]]:
-    """Declared and indexed sources; counts include only documents the caller may read. The
-    last run's figures (which count every document, readable or not) are for admins."""
-    sources = request.app.state.services.library.sources(who)
+    """Sources holding documents the caller may read, with counts of only those. Admins also
+    see the others (declared, not yet ingested, or holding nothing they may read), and the
+    last run's figures (which count every document, readable or not)."""
+    sources = request.app.state.services.library.sources(who, every_name=is_admin(request))
     request.state.results = len(sources)
     if not is_admin(request):
         for source in sources:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -26,9 +27,17 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from citewise.api.auth import caller, identity
+from citewise.api.conversations import Viewer
 from citewise.api.guardrails import Guarded
 from citewise.api.routes_query import meter, report, uses_cache
-from citewise.api.sse import error_problem, event_response, event_schema, relay, sse_bytes
+from citewise.api.sse import (
+    error_problem,
+    event_response,
+    event_schema,
+    relay,
+    sse_bytes,
+    until,
+)
 from citewise.errors import GuardrailBlocked, InvalidRequestError, NotFoundError
 from citewise.retrieval.answering import Answer, Citation
 from citewise.retrieval.answering.followup import Previous, standalone
@@ -217,8 +226,8 @@ def chat_completions(body: ChatCompletionRequest, request: Request,
     """Answers the last user message from the knowledge base, with citations as numbered
     Markdown links and as a `citations` field. Streams when `stream` is true."""
     services = request.app.state.services
-    owner = caller(request).principal
-    turn = _conversation(body, owner)
+    owner = Viewer.of(caller(request))
+    turn = _conversation(body, owner.owner)
     conversations = services.conversations
     guard = Guarded(services.guardrails, "/v1/chat/completions")
     try:
@@ -304,16 +313,20 @@ def chat_completions(body: ChatCompletionRequest, request: Request,
         report(request, guard)
         return _error_chunk(error_problem(e)) + sse_bytes(None, "[DONE]")
 
+    gone = threading.Event()  # the client went away: stop, and keep no turn
+
     def events():
         with conversations.turn(turn.conversation_id, owner):
-            for event in guard.events(services.answers.stream(
+            for event in guard.events(until(gone, services.answers.stream(
                     question, who, history=history, use_cache=use_cache,
-                    injection=guard.injection)):
+                    injection=guard.injection))):
+                if gone.is_set():
+                    return
                 if event.event == "done":
                     event.data["summary"] = kept(Answer.model_validate(event.data["answer"]))
                 yield event
 
-    return event_response(relay(events(), encode, on_error=on_error,
+    return event_response(relay(events(), encode, on_error=on_error, cancelled=gone,
                                 keepalive=services.settings.sse_keepalive))
 
 

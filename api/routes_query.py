@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from citewise.api.auth import caller, identity
-from citewise.api.conversations import history_of, previous_of
+from citewise.api.conversations import Viewer, history_of, previous_of
 from citewise.api.guardrails import Guarded
 from citewise.api.openapi import problem_response
 from citewise.api.schemas import (
@@ -18,7 +19,14 @@ from citewise.api.schemas import (
     SearchRequest,
     SearchResponse,
 )
-from citewise.api.sse import error_problem, event_response, event_schema, relay, sse_bytes
+from citewise.api.sse import (
+    error_problem,
+    event_response,
+    event_schema,
+    relay,
+    sse_bytes,
+    until,
+)
 from citewise.errors import GuardrailBlocked
 from citewise.retrieval.answering import Answer
 from citewise.retrieval.answering.followup import standalone
@@ -134,7 +142,7 @@ def answer(
     started = time.perf_counter()
     services = request.app.state.services
     conversations = services.conversations
-    owner = caller(request).principal
+    owner = Viewer.of(caller(request))
     use_cache = uses_cache(request)
     guard = Guarded(services.guardrails, "/v1/answer")
     if body.conversation_id:
@@ -161,12 +169,16 @@ def answer(
                 "question": question, "rewritten_by": how}
 
     if wants_events(request, body.stream):
+        gone = threading.Event()  # the client went away: stop, and keep no turn
+
         def events():
             with conversations.turn(conversation_id, owner) as turns:
                 question, how, history = ask(turns)
-                for event in guard.events(services.answers.stream(
+                for event in guard.events(until(gone, services.answers.stream(
                         question, who, _filters(body.filters), history=history,
-                        use_cache=use_cache, injection=guard.injection)):
+                        use_cache=use_cache, injection=guard.injection))):
+                    if gone.is_set():
+                        return
                     if event.event == "done":
                         done = Answer.model_validate(event.data["answer"])
                         event.data["answer"].update(ids(done, question, how))
@@ -185,7 +197,7 @@ def answer(
             report(request, guard)
             return sse_bytes("error", error_problem(e))
 
-        return event_response(relay(events(), encode, on_error=on_error,
+        return event_response(relay(events(), encode, on_error=on_error, cancelled=gone,
                                     keepalive=services.settings.sse_keepalive))
     try:
         with conversations.turn(conversation_id, owner) as turns:

@@ -4,7 +4,10 @@ Answers are produced by blocking code (search, the model's HTTP stream), so the 
 in a worker thread and hands events to the response through a queue. While it is quiet the
 response sends ``: ping`` comments (proxies such as nginx and Cloudflare close idle streams).
 When the client goes away, Starlette cancels the response; the producer is told, stops at its
-next event and closes its iterator, which closes the model's upstream request.
+next event and closes its iterator, which closes the model's upstream request. A route that
+hands its own ``cancelled`` event to ``relay`` and wraps the answer's source in ``until`` stops
+between two of the model's tokens, not at the next event it sends (text held back by the
+guardrails may be a whole sentence), and knows not to keep an answer nobody received.
 """
 
 from __future__ import annotations
@@ -41,14 +44,30 @@ def sse_bytes(event: str | None, data: Any) -> bytes:
     return format_sse_event(data_str=payload, event=event)
 
 
+def until(cancelled: threading.Event, events: Iterator[Any]) -> Iterator[Any]:
+    """``events`` until ``cancelled`` is set (the client went away): then the source is closed,
+    which closes the model's upstream request, and nothing more is produced."""
+    try:
+        for item in events:
+            if cancelled.is_set():
+                return
+            yield item
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()
+
+
 async def relay(events: Iterator[Any], encode: Callable[[Any], bytes | None], *,
                 keepalive: float = 15.0,
-                on_error: Callable[[BaseException], bytes] | None = None) -> AsyncIterator[bytes]:
+                on_error: Callable[[BaseException], bytes] | None = None,
+                cancelled: threading.Event | None = None) -> AsyncIterator[bytes]:
     """Run ``events`` in a worker thread and yield each one encoded (``encode`` may return
-    None to send nothing); a ``: ping`` comment after ``keepalive`` seconds of quiet."""
+    None to send nothing); a ``: ping`` comment after ``keepalive`` seconds of quiet.
+    ``cancelled`` is set when the client goes (pass one to see it from the producer)."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue = asyncio.Queue()
-    cancelled = threading.Event()
+    cancelled = cancelled if cancelled is not None else threading.Event()
 
     def put(item: Any) -> None:
         try:

@@ -260,6 +260,9 @@ class Settings(BaseSettings):
     conversation_idle_hours: float = Field(
         default=168.0, gt=0, description="Hours without a question after which a conversation "
         "is forgotten.")
+    conversation_max_turns: int = Field(
+        default=100, ge=1, description="Turns one conversation may hold; a question beyond "
+        "them is refused (409) with a hint to start a new conversation.")
     slack_api_url: str = Field(
         default="https://slack.com/api/", description="Slack Web API base URL (GovSlack, an "
         "egress proxy); the bot's tokens come from SLACK_BOT_TOKEN, SLACK_APP_TOKEN and "

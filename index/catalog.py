@@ -778,6 +778,23 @@ class Catalog:
                f"(SELECT 1 FROM json_each(d.readers) WHERE value IN ({marks}))")
         return [r[0] for r in self._conn().execute(sql, list(principals))]
 
+    def readable_documents(self, doc_ids: Iterable[str], principals: list[str]) -> set[str]:
+        """Which of ``doc_ids`` exist and one of ``principals`` may read, as of now (a stored
+        answer is shown only if every document it cites passes this)."""
+        wanted = sorted(set(doc_ids))
+        if not wanted:
+            return set()
+        principals = list(principals) or ["\0"]
+        marks = ",".join("?" * len(principals))
+        out: set[str] = set()
+        for i in range(0, len(wanted), 500):
+            part = wanted[i:i + 500]
+            sql = (f"SELECT id FROM documents d WHERE id IN ({','.join('?' * len(part))}) "
+                   "AND EXISTS (SELECT 1 FROM json_each(d.readers) WHERE value IN "
+                   f"({marks}))")
+            out.update(r[0] for r in self._conn().execute(sql, [*part, *principals]))
+        return out
+
     def path_mentions(self, word: str, principals: list[str]) -> bool:
         """Whether the path of a document one of ``principals`` may read contains ``word``
         (case-insensitive): an alert whose runbook is named after it but never says it."""

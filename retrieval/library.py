@@ -108,9 +108,11 @@ class LibraryService:
             view.content = data.decode("utf-8", errors="replace")
         return view
 
-    def sources(self, who: Identity | None) -> list[SourceView]:
+    def sources(self, who: Identity | None, *, every_name: bool = False) -> list[SourceView]:
         """Declared and indexed sources. With ``who``, counts include only documents they may
-        read; ``None`` is the operator's view on their own machine (the CLI): everything."""
+        read, and a source holding none they may read is left out (its name alone says what
+        the organisation keeps, e.g. ``security-incidents``) unless ``every_name`` (an admin);
+        ``None`` is the operator's view on their own machine (the CLI): everything."""
         principals = who.principals() if who is not None else None
         rows = {row["name"]: row for row in self.catalog.list_sources(principals)}
         declared = {s.name: s for s in self.declared}
@@ -118,6 +120,8 @@ class LibraryService:
         out = []
         for name in sorted(set(declared) | set(rows)):
             row = rows.get(name, {})
+            if who is not None and not every_name and not row.get("documents"):
+                continue
             last = self.catalog.list_runs(name, limit=1)
             out.append(SourceView(
                 name=name, type=row.get("type") or declared[name].type,

@@ -26,6 +26,9 @@ class Caller:
     key: str | None = None  # the API key's name
     limits: dict[str, int] = field(default_factory=dict)  # the key's own rate limits
     key_id: str | None = None
+    # A key created with --shares-conversations: its conversations are its principal's, the
+    # same as that person's sign-in sessions (otherwise each key's are its own).
+    shares_conversations: bool = False
 
     @property
     def principal(self) -> str:

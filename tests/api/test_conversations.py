@@ -162,3 +162,16 @@ def test_usage_counts_cache_hits(data):
                                              group_by="route")
     row = next(r for r in rows if r["route"] == "/v1/answer")
     assert row["requests"] == 3 and row["cache_hits"] == 1
+
+
+def test_a_conversation_holds_at_most_the_configured_turns(data):
+    with client(data, conversation_max_turns=2) as c:
+        cid = ask(c, "How do I fail over the Redis primary?")["conversation_id"]
+        ask(c, "and how do I check that it worked?", cid)
+        resp = c.post("/v1/answer", json={"question": "and then?", "conversation_id": cid},
+                      headers=DANA)
+        assert resp.status_code == 409, resp.text
+        problem = resp.json()
+        assert "2 turns" in problem["detail"] and "conversation_id" in problem["hint"]
+        assert len(c.get(f"/v1/conversations/{cid}", headers=DANA).json()["turns"]) == 2
+        assert ask(c, "and then?")["conversation_id"] != cid  # a new one is fine

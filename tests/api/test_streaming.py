@@ -131,6 +131,33 @@ def test_a_client_that_disconnects_cancels_the_upstream_request(live, provider):
     assert provider.disconnected_after is not None and provider.disconnected_after < 100
 
 
+def test_a_client_that_leaves_early_stops_the_model_and_keeps_no_turn(live, provider):
+    """Text the guardrails hold back (no line or sentence end yet) sends no event, so the
+    producer used to learn of the client's leaving only at the answer's end: the model was read
+    to its last token and the turn kept. Now the model's stream stops at its next token."""
+    url, app, headers = live
+    provider.mode, provider.delay_s, provider.chunk_chars = "slow", 0.03, 8
+    # No space, line or sentence end: the guardrails hold all of it back (226 chunks, ~7 s).
+    provider.reply = lambda body: "[1]" + "-step" * 360
+    conversations = app.state.services.conversations
+    with httpx.stream("POST", f"{url}/v1/answer", json={**QUESTION, "stream": True},
+                      headers=headers, timeout=30) as resp:
+        for line in resp.iter_lines():
+            if line.startswith("event: citations"):
+                break
+    for _ in range(100):
+        if provider.disconnected_after is not None:
+            break
+        time.sleep(0.05)
+    assert provider.disconnected_after is not None and provider.disconnected_after < 30
+    listed = httpx.get(f"{url}/v1/conversations", headers=headers).json()["conversations"]
+    assert listed and listed[0]["turns"] == 0  # started, but no turn was kept
+    rows = conversations.catalog.connection().execute(
+        "SELECT COUNT(*) FROM answers WHERE conversation_id = ?", (listed[0]["id"],)
+    ).fetchone()[0]
+    assert rows == 0
+
+
 def test_a_broken_stream_ends_with_an_error_event(live, provider):
     url, _, headers = live
     provider.mode = "drop"
@@ -157,3 +184,4 @@ def test_healthz_shows_the_providers_breakers_to_admins(live):
     assert health["llm"]["providers"][0]["name"] == "loop"
     assert health["llm"]["providers"][0]["state"] in ("closed", "open", "half_open")
     assert set(httpx.get(f"{url}/healthz").json()) == {"status"}
+
