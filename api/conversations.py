@@ -45,6 +45,7 @@ class Viewer:
 
     owner: str
     principals: tuple[str, ...]
+    principal: str = ""  # the name feedback is recorded under, as usage and the audit log say
 
     @classmethod
     def of(cls, caller: Caller) -> Viewer:
@@ -52,7 +53,7 @@ class Viewer:
         if caller.method == "key" and not caller.shares_conversations:
             # A key acting as user:bob is Bob's agent, not Bob: its conversations are its own.
             owner = f"{owner} via key:{caller.key_id}"
-        return cls(owner, tuple(caller.identity.principals()))
+        return cls(owner, tuple(caller.identity.principals()), caller.principal)
 
 
 def _now() -> datetime:
@@ -282,7 +283,7 @@ class Conversations:
     def feedback(self, answer_id: str, viewer: Viewer, *, helpful: bool, comment: str | None,
                  wrong_citation: int | None) -> dict:
         self.answer(answer_id, viewer)
-        owner = viewer.owner
+        owner = viewer.principal or viewer.owner
         at = _iso(_now())
         with self.catalog.transaction():
             self.catalog.connection().execute(
