@@ -4,10 +4,13 @@ Access control must fail closed. A declaration that is misspelled (``Readers:``,
 empty (``readers: []``, ``readers: ""``, ``readers:``) or out of place (a ``readers:`` line that
 is not inside the front matter because its fence is broken) is an error for that document: it is
 not indexed, its previously indexed version stays, and the run reports it. Silently falling back
-to the source's readers would turn a restricted runbook into a public one.
+to the source's readers would turn a restricted runbook into a public one. Out of place includes
+a ``readers`` key nested under another key (``meta: {readers: ...}``): only the top level is
+read. (A key written twice is refused by the YAML loader itself: ``frontmatter.py``.)
 
 HTML files declare readers with ``<meta name="citewise-readers" content="group:security">``, read
-with an HTML parser (any attribute order, quoting or spacing).
+with an HTML parser (any attribute order, quoting or spacing). The same words in another
+attribute (``property=``, ``itemprop=``, ``http-equiv=``) are a near miss and refused like one.
 """
 
 from __future__ import annotations
@@ -42,7 +45,35 @@ def _looks_like_access(key: str) -> bool:
         return False
     if bare in _ACCESS_WORDS:
         return True
-    return difflib.SequenceMatcher(None, bare, READERS_KEY).ratio() >= 0.75
+    return _looks_like_readers(bare)
+
+
+def _looks_like_readers(key: str) -> bool:
+    """``readers`` or a near spelling of it (``reader``, ``Readers``, ``readres``)."""
+    bare = _BARE.sub("", str(key).lower())
+    return bool(bare) and difflib.SequenceMatcher(None, bare, READERS_KEY).ratio() >= 0.75
+
+
+def _nested_readers(value, path: str) -> str | None:
+    """The dotted path of a ``readers``-like key anywhere below the top level, if any.
+
+    Only readers-like names count down there, not every access word: ``owner: {groups: ...}``
+    is ordinary metadata, while ``meta: {readers: ...}`` surely meant to restrict the file.
+    """
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            where = f"{path}.{key}"
+            if _looks_like_readers(key):
+                return where
+            found = _nested_readers(inner, where)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, inner in enumerate(value):
+            found = _nested_readers(inner, f"{path}[{i}]")
+            if found:
+                return found
+    return None
 
 
 def readers_from_front_matter(meta: dict) -> list[str] | None:
@@ -58,6 +89,14 @@ def readers_from_front_matter(meta: dict) -> list[str] | None:
             f"'{READERS_KEY}' is read: rename it to '{READERS_KEY}' (e.g. readers: "
             "[group:security]); until then the file is not indexed"
         )
+    for key, value in meta.items():
+        nested = _nested_readers(value, str(key))
+        if nested:
+            raise AccessDeclarationError(
+                f"front matter key {nested!r} is nested under {str(key)!r}, but only a "
+                f"top-level '{READERS_KEY}' is read: move it to the top level (e.g. readers: "
+                "[group:security]); until then the file is not indexed"
+            )
     if READERS_KEY not in meta:
         return None
     return _declared(meta[READERS_KEY], "front matter 'readers'")
@@ -85,9 +124,12 @@ def readers_from_html(text: str) -> list[str] | None:
     except Exception as e:  # html.parser is lenient; anything it raises is a broken file
         raise AccessDeclarationError(f"the HTML could not be read for its meta tags: {e}") from e
     if finder.misspelled:
+        attribute, value = finder.misspelled[0]
         raise AccessDeclarationError(
-            f"<meta name={finder.misspelled[0]!r}> looks like an access declaration, but only "
-            f"name=\"{META_NAME}\" is read: fix the name; until then the file is not indexed"
+            f"<meta {attribute}={value!r}> looks like an access declaration, but only "
+            f"<meta name=\"{META_NAME}\" content=\"...\"> is read: fix the "
+            f"{'name' if attribute == 'name' else 'tag'} (e.g. <meta name=\"{META_NAME}\" "
+            "content=\"group:security\">); until then the file is not indexed"
         )
     if not finder.readers:
         return None
@@ -128,7 +170,7 @@ class _MetaFinder(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.readers: list[str | None] = []
         self.tags: list[str] = []
-        self.misspelled: list[str] = []
+        self.misspelled: list[tuple[str, str]] = []  # (attribute, value)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag != "meta":
@@ -140,11 +182,25 @@ class _MetaFinder(HTMLParser):
             self.readers.append(attributes.get("content"))
         elif low == "citewise-tags":
             self.tags.append(attributes.get("content") or "")
-        elif (low.startswith("citewise") and _looks_like_access(low.removeprefix("citewise"))) \
-                or _BARE.sub("", low) in ("reader", "readers"):
-            self.misspelled.append(name)
+        elif _looks_like_meta_readers(low):
+            self.misspelled.append(("name", name))
+        for other in _OTHER_META_ATTRIBUTES:
+            value = (attributes.get(other) or "").strip()
+            if value.lower() == META_NAME or _looks_like_meta_readers(value.lower()):
+                self.misspelled.append((other, value))
 
     handle_startendtag = handle_starttag
+
+
+# Where a meta tag can carry a name other than ``name=``: Open Graph's property, microdata's
+# itemprop, http-equiv. ``<meta property="citewise-readers">`` is ignored by a reader of
+# ``name=`` only, so it is refused like a misspelling rather than silently meaning "no readers".
+_OTHER_META_ATTRIBUTES = ("property", "itemprop", "http-equiv")
+
+
+def _looks_like_meta_readers(low: str) -> bool:
+    return (low.startswith("citewise") and _looks_like_access(low.removeprefix("citewise"))) \
+        or _BARE.sub("", low) in ("reader", "readers")
 
 
 def tags_from_html(text: str) -> str | None:

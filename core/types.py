@@ -18,11 +18,29 @@ CODE_MEDIA_TYPE = "text/x-code"
 parsed as prose."""
 
 
+PRINCIPAL_SPELLING = "casefold-1"
+"""How ``principal`` spells names. Stored readers were written with the spelling of their day:
+``ingest/state.py`` puts this in every source's definition digest, so changing it makes the
+next run of a syncing source a full pass that rewrites every document's readers."""
+
+
+def principal(kind: str, name: str) -> str:
+    """The one spelling of a ``user:`` or ``group:`` principal: its name case-folded.
+
+    Readers written by people (``group:Security`` in front matter, a source's readers), by
+    connectors (Confluence group names) and the groups an identity provider sends (``SRE``,
+    ``security``) must meet on the same spelling, or a document would silently match nobody.
+    Both sides go through here: ``normalise_readers`` and ``Identity.principals``.
+    """
+    return f"{kind}:{name.casefold()}"
+
+
 def normalise_readers(readers: Iterable[str] | str | None) -> list[str]:
     """Readers are principals: ``public``, ``user:<id>`` or ``group:<name>``.
 
-    A bare name is taken as a user (``alice`` -> ``user:alice``). Nothing at all (None, an empty
-    list, blank strings) is a ``ValueError``, never "public": everyone must always be said
+    A bare name is taken as a user (``alice`` -> ``user:alice``). Names are compared without
+    case (``principal``): ``Group:Security`` is ``group:security``. Nothing at all (None, an
+    empty list, blank strings) is a ``ValueError``, never "public": everyone must always be said
     explicitly, so that a missing or emptied declaration cannot open a document to everyone.
     """
     if isinstance(readers, str):
@@ -46,9 +64,9 @@ def normalise_readers(readers: Iterable[str] | str | None) -> list[str]:
                 )
             if not name:
                 raise ValueError(f"reader {raw!r} names no {kind}")
-            r = f"{kind}:{name}"
+            r = principal(kind, name)
         else:
-            r = f"user:{r}"
+            r = principal("user", r)
         if r not in out:
             out.append(r)
     if not out:
@@ -67,10 +85,17 @@ class Identity:
     groups: tuple[str, ...] = ()
 
     def principals(self) -> list[str]:
+        """What this caller matches in a document's readers, spelled as readers are stored.
+
+        Every door (API keys, Access/OIDC tokens, asserted headers, the CLI) builds an
+        ``Identity`` with names as it received them; the case is folded here, once for all.
+        """
         principals = [PUBLIC]
         if self.user:
-            principals.append(f"user:{self.user}")
-        principals.extend(f"group:{g}" for g in self.groups if g)
+            principals.append(principal("user", self.user))
+        for g in self.groups:
+            if g and principal("group", g) not in principals:
+                principals.append(principal("group", g))
         return principals
 
     @classmethod

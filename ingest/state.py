@@ -24,7 +24,7 @@ import logging
 from citewise.connectors.base import SyncRequest
 from citewise.index.catalog import Catalog, DocumentRecord
 from citewise.ingest.chunking import Chunkers
-from citewise.types import SourceDocument
+from citewise.types import PRINCIPAL_SPELLING, SourceDocument
 
 log = logging.getLogger("citewise.ingest")
 
@@ -57,9 +57,12 @@ def definition_digest(config: dict, reach_options: frozenset[str] = frozenset())
     """What a source's settings say about which documents it holds and how they read.
 
     The settings in ``reach_options`` (credentials, timeouts, rates: ``connectors/base.py``) are
-    left out, so rotating a token or slowing the client down does not cost a full pass.
+    left out, so rotating a token or slowing the client down does not cost a full pass. How
+    readers are spelled (``PRINCIPAL_SPELLING``) is part of it: a new spelling must reach the
+    documents a syncing source did not change, or their old readers would match nobody.
     """
     kept = {k: v for k, v in config.items() if k not in reach_options}
+    kept["principal spelling"] = PRINCIPAL_SPELLING
     text = json.dumps(kept, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from citewise.types import PUBLIC
+from citewise.types import PUBLIC, principal
 
 # A principal no caller can hold: an identity's groups are non-empty names, so "group:" with no
 # name never matches. It keeps the readers list non-empty (empty means public in citewise).
@@ -45,7 +45,8 @@ class ReadRestriction:
         return bool(self.users or self.groups)
 
     def principals(self) -> set[str]:
-        return {f"user:{u}" for u in self.users} | {f"group:{g}" for g in self.groups}
+        return {principal("user", u) for u in self.users} | {
+            principal("group", g) for g in self.groups}
 
     @classmethod
     def from_api(cls, restrictions: dict | None, *, user_key: str) -> ReadRestriction:
@@ -84,7 +85,7 @@ def space_readers(grants: Iterable[tuple[str, str | None]]) -> list[str] | None:
         if kind == "anonymous":
             out.add(PUBLIC)
         elif kind in ("user", "group") and name:
-            out.add(f"{kind}:{name}")
+            out.add(principal(kind, name))
     return sorted(out) if out else None
 
 

@@ -42,6 +42,40 @@ def test_a_bad_readers_declaration_is_an_error_not_public(tmp_path, front_matter
     assert doc.readers == ["group:eng"]  # the source's, never public; and it is not indexed
 
 
+@pytest.mark.parametrize(
+    ("front_matter", "expected"),
+    [
+        # YAML keeps the last of two keys: the forgotten second line would publish the file.
+        ("readers: [group:security]\nowner: sec\nreaders: [public]",
+         "the key 'readers' twice (lines 3 and 5)"),
+        ("readers: [public]\nreaders: [group:security]", "the key 'readers' twice"),
+        ("tags: [a]\ntags: [b]", "the key 'tags' twice"),  # any key: nothing relies on it
+        ("meta: {readers: [group:security], readers: [public]}", "the key 'readers' twice"),
+        # Only the top level is read: a nested declaration would leave the source's readers.
+        ("meta:\n  readers: [group:security]", "'meta.readers' is nested under 'meta'"),
+        ("service: {readers: group:security}", "'service.readers' is nested"),
+        ("alerts:\n  - name: KeysExpiring\n    reader: group:security",
+         "'alerts[0].reader' is nested"),
+        ("meta:\n  readers: [group:security]\nreaders: [group:security]", "is nested"),
+    ],
+    ids=["duplicate-last-public", "duplicate-first-public", "duplicate-other-key",
+         "duplicate-in-flow-mapping", "nested-block", "nested-flow", "nested-in-list",
+         "nested-besides-top-level"],
+)
+def test_a_duplicated_or_nested_readers_key_is_an_error_not_public(tmp_path, front_matter,
+                                                                   expected):
+    doc = read(tmp_path, "rotate.md", f"---\ntitle: Rotate\n{front_matter}\n---\n{BODY}")
+    assert doc.error is not None and expected in doc.error, doc.error
+    assert doc.readers == ["group:eng"]  # the source's, never public; and it is not indexed
+
+
+def test_nested_keys_that_are_not_readers_are_ordinary_metadata(tmp_path):
+    text = f"---\nowner: {{team: sre, groups: [oncall]}}\nreaders: [group:sre]\n---\n{BODY}"
+    doc = read(tmp_path, "a.md", text)
+    assert doc.error is None and doc.readers == ["group:sre"]
+    assert doc.metadata["owner"] == {"team": "sre", "groups": ["oncall"]}
+
+
 def test_a_blank_line_before_the_fence_still_reads_the_front_matter(tmp_path):
     doc = read(tmp_path, "rotate.md", f"\n---\nreaders: [group:security]\n---\n{BODY}")
     assert doc.error is None
@@ -93,8 +127,15 @@ def test_html_meta_readers_are_parsed_as_html(tmp_path, meta):
         ('<meta name="citewise-readers">', "no content"),
         ('<meta name="citewise-readers" content="group:a"><meta name="citewise-readers" '
          'content="group:b">', "2 <meta"),
+        # Another attribute than name= is ignored by the reader: a near miss, refused as one.
+        ('<meta property="citewise-readers" content="group:security">',
+         "<meta property='citewise-readers'> looks like an access declaration"),
+        ('<meta itemprop="citewise-readers" content="group:security">', "<meta itemprop="),
+        ('<meta http-equiv="Citewise-Readers" content="group:security">', "<meta http-equiv="),
+        ('<meta property="citewise:reader" content="group:security">', "<meta property="),
     ],
-    ids=["singular", "underscore", "empty", "no-content", "twice"],
+    ids=["singular", "underscore", "empty", "no-content", "twice", "property", "itemprop",
+         "http-equiv", "property-misspelled"],
 )
 def test_bad_html_meta_readers_are_errors(tmp_path, meta, expected):
     doc = read(tmp_path, "keys.html", HTML.format(meta=meta))

@@ -55,3 +55,15 @@ def test_restriction_from_api_payload():
     assert r.principals() == {"user:557058:abc", "group:sre"}
     with pytest.raises(ValueError):
         ReadRestriction.from_api({"user": {"results": [{"type": "known"}]}}, user_key="username")
+
+
+def test_confluence_names_are_spelled_as_every_other_reader():
+    # Confluence keeps a group's case ("Site-Admins"); an identity provider may send it as
+    # "site-admins". Both sides fold case, and restrictions on two levels that name the same
+    # group in two spellings still intersect.
+    assert space_readers([("group", "Site-Admins"), ("user", "JDoe")]) == [
+        "group:site-admins", "user:jdoe"]
+    parent, page = ReadRestriction(groups=("SRE",)), ReadRestriction(groups=("sre", "Eng"))
+    readers = page_readers(["group:eng"], [parent, page])
+    assert readers == ["group:sre"]
+    assert set(readers) & set(Identity(user="li", groups=("Sre",)).principals())

@@ -297,3 +297,43 @@ def test_a_run_that_would_empty_a_source_is_refused(make_services, tmp_path):
     forced = ingest(services, folder, name="many", force=True)
     assert forced.status == "succeeded" and forced.counts.deleted == 8
     assert services.catalog.count_documents("many") == 4
+
+
+def test_mixed_case_readers_match_callers_in_that_group(make_services, tmp_path):
+    """``readers: [Group:Security]`` is the security group: identity providers send the name
+    as ``security`` (or ``Security``), and either must find the runbook; nobody else may."""
+    kb = tmp_path / "kb"
+    write(kb, "rotate.md", "---\nreaders: [Group:Security]\n---\n# Rotate the vault keys\n\n"
+                           "Open a ticket with the security team, then rotate the vault keys.\n")
+    services = make_services()
+    assert ingest(services, kb, readers=["group:eng"]).status == "succeeded"
+    doc = services.catalog.documents_of_source("kb")["rotate.md"]
+    assert doc.readers == ["group:security"]
+    for groups in (("security",), ("Security",)):
+        hits = services.search.search("rotate the vault keys", Identity("li", groups), top_k=3)
+        assert [h.document_id for h in hits][:1] == [doc.id], groups
+    assert services.search.search("rotate the vault keys", Identity("li", ("eng",)), top_k=3) == []
+
+
+def test_readers_stored_in_an_old_spelling_are_respelled_by_the_next_run(make_services, tmp_path):
+    """An index written before names were case-folded holds ``group:Security``, which the
+    folded principals of a caller no longer match. A folder source reads every file on each
+    run, so its next run rewrites those readers (payload first, then catalog), embedding
+    nothing."""
+    kb = tmp_path / "kb"
+    write(kb, "rotate.md", "---\nreaders: [Group:Security]\n---\n# Rotate the vault keys\n\n"
+                           "Open a ticket with the security team, then rotate the vault keys.\n")
+    services = make_services()
+    ingest(services, kb, readers=["group:eng"])
+    doc_id = services.catalog.documents_of_source("kb")["rotate.md"].id
+    # What the previous version stored for this file.
+    services.index.set_payload(doc_id, {"readers": ["group:Security"]})
+    services.catalog.update_document_fields(doc_id, readers=["group:Security"])
+    caller = Identity("li", ("security",))
+    assert services.search.search("rotate the vault keys", caller, top_k=3) == []
+
+    report = ingest(services, kb, readers=["group:eng"])
+    assert report.counts.chunks_embedded == 0 and report.counts.unchanged == 1
+    assert services.catalog.get_document(doc_id).readers == ["group:security"]
+    hits = services.search.search("rotate the vault keys", caller, top_k=3)
+    assert [h.document_id for h in hits][:1] == [doc_id]

@@ -7,6 +7,8 @@ changed since the state it returned last time. Pipeline, catalog, index and mode
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterator
 from typing import ClassVar
 
@@ -32,6 +34,7 @@ class ChangingSource:
         self.crash_after_batches: int | None = None
         self.always_list = False  # give live_ids on every run, as a periodic full listing does
         self.requests: list[SyncRequest] = []
+        self.readers = ["public"]  # every page's, as a connector computed them
 
     # Edits, as an author makes them.
     def put(self, external_id: str, text: str) -> None:
@@ -53,7 +56,7 @@ class ChangingSource:
         return SourceDocument(
             external_id=external_id, title=external_id, content=text.encode(),
             media_type="text/markdown", path=f"{external_id}.md",
-            url=f"https://wiki.example/{external_id}",
+            url=f"https://wiki.example/{external_id}", readers=list(self.readers),
         )
 
     def sync(self, request: SyncRequest, batch_size: int = 32) -> Iterator[SyncBatch]:
@@ -295,3 +298,32 @@ def test_a_changed_setting_asks_for_a_full_pass_but_a_changed_credential_does_no
                                    config={"type": "changing", "readers": ["group:eng"],
                                            "labels": ["runbook", "howto"]})
     assert source.requests[-1].full is True and report.status == "succeeded"
+
+
+def test_a_new_spelling_of_readers_reaches_pages_the_source_did_not_change(make_services):
+    """A syncing source (git, Confluence) yields only what changed, so pages it does not touch
+    would keep readers stored in the previous version's spelling (``group:Security``), which
+    the callers' case-folded principals never match. The spelling is part of the definition
+    digest: the first run after the upgrade is a full pass that rewrites those readers."""
+    services = make_services()
+    source = ChangingSource()
+    source.readers = ["group:security"]
+    source.put("vault", page("vault"))
+    config = {"type": "changing", "readers": ["group:security"]}
+    run_config = {"trigger": "test", "config": config}
+    assert services.pipeline.run("wiki", "changing", source, **run_config).status == "succeeded"
+    doc_id = document_id("wiki", "vault")
+    # The state and readers the previous version left: its digest had no spelling in it.
+    old_definition = hashlib.sha256(
+        json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    stored = services.catalog.get_source("wiki")["state"]
+    services.catalog.set_source_state("wiki", {**stored, "definition": old_definition})
+    services.index.set_payload(doc_id, {"readers": ["group:Security"]})
+    services.catalog.update_document_fields(doc_id, readers=["group:Security"])
+
+    report = services.pipeline.run("wiki", "changing", source, **run_config)
+    assert source.requests[-1].full is True
+    assert report.counts.chunks_embedded == 0
+    assert services.catalog.get_document(doc_id).readers == ["group:security"]
+    hits = services.search.search("restart the vault service", Identity("li", ("Security",)))
+    assert [h.document_id for h in hits][:1] == [doc_id]
