@@ -70,6 +70,11 @@ class Provider:
         with self._lock:
             self._cooldown_until = max(self._cooldown_until, time.monotonic() + seconds)
 
+    def cooldown(self) -> float:
+        """Seconds left of this provider's own ``Retry-After`` (not its breaker's)."""
+        with self._lock:
+            return max(0.0, self._cooldown_until - time.monotonic())
+
     def wait_time(self) -> float:
         """Seconds before this provider may be called again: its own ``Retry-After``, or the
         breaker's open period."""

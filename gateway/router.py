@@ -5,7 +5,10 @@ A request walks the chain in order. A provider that fails (connection refused, t
 failed, the router waits (exponential backoff with full jitter, or the soonest ``Retry-After``
 if that is later) and walks it again, until ``max_attempts`` calls have been made or the
 deadline would pass. A provider is skipped while its breaker is open or its ``Retry-After`` has
-not elapsed, and for the rest of the request once it refused it outright (4xx). Streams fail
+not elapsed, and for the rest of the request once it refused it outright (4xx). The router waits
+for a ``Retry-After`` that fits the deadline, never for an open breaker: when every provider
+left is open, the request gives up at once (the caller answers extractively), and the next
+request after the breaker's ``reset_after`` is its half-open probe. Streams fail
 over only before their first token: after it, the caller has shown text to a person, so a break
 ends the stream with what was received (``StreamBroken``) instead of starting again elsewhere.
 """
@@ -23,7 +26,7 @@ import numpy as np
 
 from citewise import metrics
 from citewise.errors import CitewiseError
-from citewise.gateway.breaker import STATE_VALUE, CircuitBreaker
+from citewise.gateway.breaker import OPEN, STATE_VALUE, CircuitBreaker
 from citewise.gateway.provider import Provider, ProviderSpec
 from citewise.gateway.wire import ChatUsage, ProviderError
 
@@ -111,11 +114,14 @@ class Gateway:
                     refused.add(p.name)
             if made >= self.max_attempts:
                 return
-            live = [p for p in self.providers if p.name not in refused]
+            # An open breaker is waited for by the next request, not this one: it would hold
+            # a person's answer for the rest of its reset period (a minute with two providers).
+            live = [p for p in self.providers
+                    if p.name not in refused and p.breaker.state != OPEN]
             if not live:
                 return
             pause = self._rng() * min(self.backoff_max, self.backoff * 2 ** round_no)
-            soonest = min(p.wait_time() for p in live)
+            soonest = min(p.cooldown() for p in live)
             pause = max(pause, soonest)
             if time.monotonic() + pause >= end:
                 return

@@ -137,6 +137,49 @@ def test_the_breaker_opens_skips_the_provider_and_closes_after_a_probe(fakes):
     assert breaker.state == CLOSED
 
 
+def _closed_port() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+
+
+@pytest.mark.parametrize("call", ["complete", "stream"])
+def test_with_every_breaker_open_the_request_gives_up_at_once(fakes, call):
+    """The operator's outage: the primary answers 500, the secondary refuses connections. Once
+    both breakers were open, each answer waited out the breakers' reset period (57-60 s of a
+    90 s deadline) before falling back; now it gives up at once, and the next request after the
+    reset period is the probe."""
+    fakes[0].mode = "500"
+    a = provider(fakes[0], "a", breaker=CircuitBreaker(threshold=1, reset_after=30))
+    b = Provider(ProviderSpec(name="b", base_url=_closed_port(), model="m"),
+                 breaker=CircuitBreaker(threshold=1, reset_after=30))
+    gw = gateway(a, b, deadline=90, backoff=0.25)
+
+    def ask() -> None:
+        if call == "complete":
+            gw.complete(MESSAGES)
+        else:
+            list(gw.stream(MESSAGES))
+
+    with pytest.raises(GatewayError):
+        ask()
+    assert a.breaker.state == OPEN and b.breaker.state == OPEN
+    calls = len(fakes[0].requests)
+    started = time.monotonic()
+    with pytest.raises(GatewayError) as raised:
+        ask()
+    assert time.monotonic() - started < 2.0  # generous: the figure is in bench_gateway.py
+    assert "resting" in raised.value.message and len(fakes[0].requests) == calls
+    # After the reset period the next request probes the primary, which has recovered.
+    fakes[0].mode = "ok"
+    for breaker in (a.breaker, b.breaker):
+        breaker.reset_after = 0.2
+    time.sleep(0.3)
+    assert gw.complete(MESSAGES).provider == "a" and a.breaker.state == CLOSED
+
+
 def test_half_open_lets_one_probe_through():
     now = [0.0]
     breaker = CircuitBreaker(threshold=1, reset_after=10, clock=lambda: now[0])
