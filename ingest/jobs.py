@@ -119,6 +119,9 @@ class JobQueue:
                     progress=TerminalProgress(source.name, every=30), on_counts=on_counts,
                 )
                 job.reports.append(report_dict(report))
+                # The server's log is where a scheduled or API run is read; the CLI prints
+                # its own summary (logging it too printed every summary twice).
+                log.info("ingest %s", report.summary())
             job.status = "done"
         except CitewiseError as e:
             job.status, job.message = "failed", str(e)

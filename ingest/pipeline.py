@@ -455,7 +455,6 @@ class IngestPipeline:
             # A full disk may refuse even this; the next run marks this one interrupted.
             log.error("could not record the end of ingest run %d: %s", report.run_id, e)
         metrics.INGEST_RUNS.labels(report.source, report.status).inc()
-        log.info("ingest %s", report.summary())
 
     # Per document --------------------------------------------------------------------------
     def _fail(self, source: str, report: RunReport, external_id: str, error: str) -> None:

@@ -85,7 +85,7 @@ def fail(e: CitewiseError) -> NoReturn:
         """
         \b
         Quick start:
-          citewise ingest ./runbooks           index a folder of Markdown/HTML/text
+          citewise ingest demo/runbooks        index a folder of Markdown/HTML/text
           citewise ask "how do I fail over redis?"
           citewise serve                       HTTP API on 127.0.0.1:8000, docs at /docs
 

@@ -85,15 +85,15 @@ def _label(generation: str) -> str:
 
 
 def _settings_text(settings: dict | None) -> str:
-    if not settings:
-        return "not recorded (built by ingest runs)"
     return (f"chunk size {settings['chunk_max_tokens']}, model {settings['embedding_model']}, "
             f"chunkers {', '.join(settings['chunkers'])}, BM25 {settings['bm25']}")
 
 
 def _status_text(result: dict) -> str:
-    lines = [f"live: generation {_label(result['live'])}, built with "
-             f"{_settings_text(result['live_settings'])}",
+    built = (f"built with {_settings_text(result['live_settings'])}"
+             if result["live_settings"] else "built by ingest runs (no reindex recorded its "
+             "settings)")
+    lines = [f"live: generation {_label(result['live'])}, {built}",
              f"configured: {_settings_text(result['configured'])}",
              f"documents: {result['documents']}, of which "
              f"{result['documents_with_other_settings']} indexed with other settings"]

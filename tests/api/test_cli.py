@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -78,7 +79,12 @@ def test_top_level_help_has_a_quick_start():
     result = invoke("--help")
     assert result.exit_code == 0, show(result)
     assert "Quick start" in result.stdout
-    assert "citewise ingest ./runbooks" in result.stdout
+    assert "citewise ingest demo/runbooks" in result.stdout
+    # Run where the README says to run it, the repository root, the quick start's folder is
+    # there (it said ./runbooks, which is not).
+    root = Path(__file__).resolve().parents[2]
+    folder = re.search(r"citewise ingest (\S+)", result.stdout).group(1)
+    assert (root / folder).is_dir(), folder
     assert 'citewise ask "' in result.stdout
     for command in ("ingest", "search", "ask", "serve", "sources"):
         assert command in result.stdout
@@ -120,6 +126,16 @@ def test_ingest_prints_a_summary(ingested):
     )
     assert "(succeeded)" in result.stdout
     assert "failed:" not in result.stdout
+    # Once: the pipeline's log line said the same again on stderr.
+    both = result.stdout + result.stderr
+    assert both.count(f"{len(ALL_PATHS)} added, 0 updated") == 1, show(result)
+
+
+def test_reindex_status_of_an_index_built_by_ingest_runs(ingested):
+    result = invoke("--data-dir", ingested.data, "reindex", "--status")
+    assert result.exit_code == 0, show(result)
+    assert "built with not recorded" not in result.stdout
+    assert "built by ingest runs" in result.stdout, show(result)
 
 
 def test_second_ingest_is_unchanged_and_embeds_nothing(ingested):
