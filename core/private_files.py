@@ -12,7 +12,8 @@ Two layers, because one is not enough:
   ``-wal`` and ``-shm``, the embedded index's segments) are private from their first byte;
 * the stores we own create their files and folders private (``private_file``,
   ``private_folder``) and the embedded index closes its folder private
-  (``make_private``), so a process embedding citewise under a loose umask does too.
+  (``make_private``: the files its engine made), so a process embedding citewise under a
+  loose umask does too.
 
 ``too_open`` lists what is not (a copy made with ``cp``, a chmod by hand): the server warns
 at start and ``citewise verify`` reports it; ``citewise verify --repair`` calls
@@ -39,24 +40,24 @@ def restrict_umask() -> int:
 
 
 def private_folder(path: Path) -> Path:
-    """``path`` made (with its parents) and 0700; parents that existed are left as they are
-    (a data folder inside a home folder or /srv)."""
+    """``path`` made 0700 if absent (parents it needs too: a data folder under /srv keeps
+    /srv as it is). One that exists keeps its mode, like ``private_file``."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True, mode=FOLDER_MODE)
-    _chmod(path, FOLDER_MODE)
     return path
 
 
 def private_file(path: Path) -> Path:
-    """``path`` created empty if absent, and 0600, before a library opens it: SQLite gives a
-    database's ``-wal`` and ``-shm`` files the database file's mode."""
+    """``path`` created empty and 0600 if absent, before a library opens it: SQLite gives a
+    database's ``-wal`` and ``-shm`` files the database file's mode. A file that exists keeps
+    its mode: one made loose is reported (``too_open``), not changed behind the operator's
+    back."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True, mode=FOLDER_MODE)
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
     except FileExistsError:
         pass
-    _chmod(path, FILE_MODE)
     return path
 
 

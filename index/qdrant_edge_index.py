@@ -185,6 +185,7 @@ class EdgeVectorIndex:
             shard.close()
             self._shard = None
             self._shard = self._open_shard()
+        make_private(self._path)  # the compacted segments are new files
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -192,6 +193,7 @@ class EdgeVectorIndex:
         with self._engine("flush") as shard:
             shard.flush()
             self._flushed = time.monotonic()
+        make_private(self._path)  # every run ends here: what the engine wrote, private
 
     def _written(self, shard: qe.EdgeShard) -> None:
         """After an update: flush the segments if the last flush is FLUSH_INTERVAL old.
