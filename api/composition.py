@@ -35,6 +35,7 @@ from citewise.ingest.jobs import JobQueue
 from citewise.ingest.pipeline import IngestPipeline
 from citewise.ingest.reindex import Reindexer
 from citewise.ingest.runlock import RunLock
+from citewise.private_files import describe, private_folder, too_open
 from citewise.retrieval.answering import AnswerService
 from citewise.retrieval.answering.cache import SemanticCache
 from citewise.retrieval.fusion import FusionConfig
@@ -152,6 +153,17 @@ def check_embedding_model(catalog: Catalog, dense: DenseEncoder) -> None:
     catalog.set_meta("embedding_model", dense.model_id)
 
 
+def warn_if_open(data_dir: Path) -> None:
+    """Say loudly, at start, what in the data folder other accounts may read: a folder copied
+    or restored by hand, a chmod. Not changed behind the operator's back: ``citewise verify
+    --repair`` does it, and says so."""
+    loose = too_open(data_dir)
+    if loose:
+        log.warning("the data folder %s is readable by other accounts (it holds restricted "
+                    "documents and API key hashes): %s; run `citewise verify --repair` to make "
+                    "it 0700 and its files 0600", data_dir, describe(loose, data_dir))
+
+
 def build_index_store(settings: Settings, dim: int) -> IndexStore:
     """Where the index generations live: folders beside ``<data dir>/qdrant``, or collections
     named after ``CITEWISE_QDRANT_COLLECTION`` on a Qdrant server."""
@@ -176,7 +188,7 @@ def build_reindexer(settings: Settings, services: Services | None = None) -> Rei
                          chunk_max_tokens=settings.chunk_max_tokens, data_dir=settings.data_dir,
                          min_free_bytes=settings.min_free_mb * 2**20,
                          embedding_source=embedding_source(settings))
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_folder(settings.data_dir)
     dense = build_dense(settings)
     return Reindexer(catalog=Catalog(settings.catalog_path), blobs=build_blobs(settings),
                      dense=dense, sparse=Bm25Encoder(),
@@ -288,7 +300,8 @@ def build_gateway(settings: Settings) -> Gateway | None:
 
 
 def build_services(settings: Settings) -> Services:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_folder(settings.data_dir)
+    warn_if_open(settings.data_dir)
     catalog = Catalog(settings.catalog_path)
     dense = build_dense(settings)
     check_embedding_model(catalog, dense)

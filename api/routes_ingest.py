@@ -82,10 +82,14 @@ class VerifyRequest(BaseModel):
 
     repair: bool = Field(default=False, description="Also repair what is found, from the "
                          "catalog and the stored blobs (the sources are not read).")
+    force: bool = Field(default=False, description="With `repair`: delete the points and "
+                        "blobs no document owns even when the catalog looks lost (most of "
+                        "the index and blobs, a catalog of few documents); refused otherwise.")
 
 
 @router.post("/verify", summary="Check the index and the blob store against the catalog",
-             responses={409: problem_response("An ingest run holds the run lock.")})
+             responses={409: problem_response("An ingest run holds the run lock, or the "
+                                              "catalog looks lost and `force` is not set.")})
 def verify(body: VerifyRequest, request: Request,
            who: Annotated[Caller, Depends(caller)]) -> dict:
     """Every live chunk has exactly one point of the live version with the catalog's payload
@@ -95,7 +99,7 @@ def verify(body: VerifyRequest, request: Request,
     services = request.app.state.services
     what = "verify --repair" if body.repair else "verify"
     with services.jobs.run_lock.held(f"{what} (server, {who.principal})"):
-        result = verify_index(services.pipeline, fix=body.repair)
+        result = verify_index(services.pipeline, fix=body.repair, force=body.force)
     if body.repair:
         request.app.state.door.audit.record(
             "index.repair", actor=who.principal, key=who.key, target="index",

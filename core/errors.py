@@ -103,6 +103,13 @@ class ConflictError(CitewiseError):
     code = "conflict"
 
 
+class CatalogLostError(ConflictError):
+    """A repair would delete most of what the index and the blob store hold because the
+    catalog lists almost none of it: the catalog was lost or emptied, not the index."""
+
+    code = "catalog_lost"
+
+
 class RunLockedError(ConflictError):
     """Another ingest run (or a repair, or a backup) of this data folder is under way."""
 
@@ -144,6 +151,36 @@ class BackendError(CitewiseError):
     code = "backend_unavailable"
 
 
+class CatalogDamagedError(BackendError):
+    """The catalog file is not a readable SQLite database (truncated, overwritten, a page
+    corrupted): nothing the service does can go on, and nothing should try to repair it in
+    place."""
+
+    code = "catalog_damaged"
+
+    def __init__(self, path: Path, detail: str) -> None:
+        super().__init__(
+            f"the catalog {path} is damaged and cannot be read ({detail})",
+            hint=f"stop citewise, move {path.name} aside (with its -wal and -shm files) and "
+                 "either restore the data folder from a backup (`citewise --data-dir NEW "
+                 "restore BACKUP`), or rebuild the catalog: `citewise verify --rebuild-catalog` "
+                 "makes a new one from the index and the blobs (then `citewise ingest --all` "
+                 "reads the sources again), or `citewise ingest --all --force` from the "
+                 "sources alone")
+
+
+def catalog_damage(exc: BaseException, path: Path) -> CatalogDamagedError | None:
+    """``exc`` as ``CatalogDamagedError`` when SQLite says the file itself is broken
+    (SQLITE_CORRUPT, SQLITE_NOTADB); else ``None``."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return None
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or \
+            any(s in str(exc) for s in ("malformed", "not a database")):
+        return CatalogDamagedError(path, str(exc))
+    return None
+
+
 class StoreUnavailableError(BackendError):
     """A store takes no writes at all (its disk is full, its endpoint does not answer): an
     ingest run stops at once, rather than fail every remaining document one by one."""
@@ -162,6 +199,7 @@ class DiskFullError(StoreUnavailableError):
 _NO_ROOM = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is spent",
             errno.EFBIG: "a file reached the size limit"}
 _SQLITE_FULL, _SQLITE_IOERR = 13, 10
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
 
 
 def write_failure(exc: BaseException, what: str, path: Path) -> StoreUnavailableError | None:

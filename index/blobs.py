@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from citewise.errors import BackendError, ConfigError, StoreUnavailableError, write_failure
+from citewise.private_files import FOLDER_MODE
 
 
 def blob_key(data: bytes) -> str:
@@ -48,7 +49,8 @@ class LocalBlobStore:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        # Restricted documents' bytes: folders 0700 (``mkstemp`` makes the files 0600).
+        self.root.mkdir(parents=True, exist_ok=True, mode=FOLDER_MODE)
 
     def _path(self, key: str) -> Path:
         if ".." in key or key.startswith("/"):
@@ -61,7 +63,8 @@ class LocalBlobStore:
         if path.exists():
             return key
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            for folder in (path.parent.parent, path.parent):  # sha256/, then sha256/<2 hex>/
+                folder.mkdir(exist_ok=True, mode=FOLDER_MODE)
             # Write then rename, so a crash never leaves a truncated blob under a valid key.
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
             try:

@@ -25,8 +25,16 @@ from typing import Any
 
 import sqlite_utils
 
-from citewise.errors import BackendError, ConfigError, write_failure
+from citewise.errors import (
+    BackendError,
+    CatalogDamagedError,
+    CitewiseError,
+    ConfigError,
+    catalog_damage,
+    write_failure,
+)
 from citewise.index.outline import Outline
+from citewise.private_files import private_file
 from citewise.types import Chunk
 
 CHUNK_NAMESPACE = uuid.UUID("5b0c1f3e-8a0e-4d8e-9a51-3c7f0f2e9d11")
@@ -397,10 +405,16 @@ class Catalog:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Key hashes, the audit log, restricted chunk texts: 0600 before SQLite opens it
+        # (its -wal and -shm files take the database file's mode).
+        private_file(self.path)
         self._local = threading.local()
         try:
             self.migrate()
+        except CatalogDamagedError:
+            self.close()
+            raise
         except sqlite3.DatabaseError as e:
             self.close()
             raise BackendError(
@@ -812,6 +826,11 @@ class Catalog:
         return [DocumentRecord.from_row(row)
                 for row in self.db["documents"].rows_where("blob_key = ?", [blob_key])]
 
+    def documents_with_signature(self, index_signature: str) -> set[str]:
+        """Ids of the documents indexed under ``index_signature`` (a repair's marks)."""
+        return {r[0] for r in self._conn().execute(
+            "SELECT id FROM documents WHERE index_signature = ?", [index_signature])}
+
     def blob_in_use(self, blob_key: str) -> bool:
         return self.db["documents"].count_where("blob_key = ?", [blob_key]) > 0
 
@@ -885,7 +904,7 @@ class Catalog:
         except FileNotFoundError:
             pass
         try:
-            with open(path, "wb") as f:
+            with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
                 # Random bytes: a compressing filesystem would keep zeros in no room at all.
                 f.write(os.urandom(FINAL_WORD_BYTES))
                 f.flush()
@@ -1017,7 +1036,7 @@ class _Connection(sqlite3.Connection):
         try:
             return super().execute(*args)
         except sqlite3.Error as e:
-            failure = write_failure(e, "the catalog", self.path)
+            failure = self.failure(e)
             if failure is None:
                 raise
             raise failure from e
@@ -1026,7 +1045,40 @@ class _Connection(sqlite3.Connection):
         try:
             return super().executemany(*args)
         except sqlite3.Error as e:
-            failure = write_failure(e, "the catalog", self.path)
+            failure = self.failure(e)
             if failure is None:
                 raise
             raise failure from e
+
+    def cursor(self, factory=None):
+        # ``execute`` makes its cursor here: rows read later (a scan of every chunk) meet a
+        # damaged page too, and must say so the same way.
+        return super().cursor(factory or _Cursor)
+
+    def failure(self, e: sqlite3.Error) -> CitewiseError | None:
+        """A damaged file is said the same way wherever it is first noticed (opening, a query
+        of verify or serve, a row read), never as a traceback; a full disk stops a run."""
+        return catalog_damage(e, self.path) or write_failure(e, "the catalog", self.path)
+
+
+class _Cursor(sqlite3.Cursor):
+    def __next__(self):
+        try:
+            return super().__next__()
+        except sqlite3.Error as e:
+            failure = self.connection.failure(e)
+            if failure is None:
+                raise
+            raise failure from e
+
+    def fetchone(self):
+        try:
+            return super().fetchone()
+        except sqlite3.Error as e:
+            failure = self.connection.failure(e)
+            if failure is None:
+                raise
+            raise failure from e
+
+    def fetchall(self):
+        return list(self)

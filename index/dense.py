@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from citewise.errors import write_failure
+from citewise.private_files import private_file
 
 # No model hub is reachable where citewise runs; make the libraries fail fast instead of
 # retrying downloads, before they are imported.
@@ -68,7 +69,8 @@ class EmbeddingCache:
     """SQLite table of vectors keyed by sha256(model id, text)."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # The vectors key texts of restricted chunks by their hash: private like the catalog.
+        private_file(path)
         self.path = path
         self._conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
         self._conn.execute("PRAGMA journal_mode=WAL")

@@ -39,6 +39,7 @@ from citewise.index.vector_index import (
     SparseVector,
     VectorHit,
 )
+from citewise.private_files import FILE_MODE, FOLDER_MODE, make_private
 
 LOCK_FILE = "citewise.lock"
 # Written by the engine when a shard is created; its presence means "load, don't create".
@@ -63,7 +64,9 @@ class EdgeVectorIndex:
         # and costs nothing measurable since the engine already spreads a query over its own
         # thread pool (8 threads querying together took as long as one thread doing it all).
         self._lock = threading.RLock()
-        self._path.mkdir(parents=True, exist_ok=True)
+        # Its payloads hold restricted chunk texts: the folder 0700, and left private at close
+        # (the engine's files follow the process umask, which a library user may not set).
+        self._path.mkdir(parents=True, exist_ok=True, mode=FOLDER_MODE)
         self._lock_file = _acquire_folder_lock(self._path)
         self._shard: qe.EdgeShard | None = None
         self._flushed = time.monotonic()
@@ -141,6 +144,7 @@ class EdgeVectorIndex:
                 ) from exc
             finally:
                 self._release_folder_lock()
+                make_private(self._path)
 
     def _release_folder_lock(self) -> None:
         # Closing the descriptor drops the flock.
@@ -181,6 +185,7 @@ class EdgeVectorIndex:
             shard.close()
             self._shard = None
             self._shard = self._open_shard()
+        make_private(self._path)  # the compacted segments are new files
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -188,6 +193,7 @@ class EdgeVectorIndex:
         with self._engine("flush") as shard:
             shard.flush()
             self._flushed = time.monotonic()
+        make_private(self._path)  # every run ends here: what the engine wrote, private
 
     def _written(self, shard: qe.EdgeShard) -> None:
         """After an update: flush the segments if the last flush is FLUSH_INTERVAL old.
@@ -398,7 +404,8 @@ def _describe(exc: BaseException) -> str:
 
 def _acquire_folder_lock(path: Path) -> IO[str]:
     lock_path = path / LOCK_FILE
-    handle = open(lock_path, "a+")  # held open: closing it drops the lock
+    # Held open: closing it drops the lock.
+    handle = open(os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, FILE_MODE), "a+")
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -31,6 +31,7 @@ from citewise.errors import CitewiseError, ConfigError
 from citewise.index.blobs import BlobStore, LocalBlobStore, blob_key
 from citewise.index.generations import BUILDING, LIVE
 from citewise.ingest.space import DiskSpace
+from citewise.private_files import make_private, private_folder
 from citewise.settings import Settings
 
 MANIFEST = "manifest.json"
@@ -74,6 +75,9 @@ def backup(settings: Settings, blobs: BlobStore, dest: Path) -> dict:
     if settings.config_file and Path(settings.config_file).exists():
         (partial / "config").mkdir()
         shutil.copy2(settings.config_file, partial / "config" / Path(settings.config_file).name)
+    # Under a loose umask (a library caller) the copies are not private by themselves, and
+    # ``copy2`` carries the config file's own mode.
+    make_private(partial)
     manifest = {
         "format": FORMAT, "citewise": __version__, "schema": schema,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -84,6 +88,7 @@ def backup(settings: Settings, blobs: BlobStore, dest: Path) -> dict:
                   if (partial / name).exists()},
     }
     (partial / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    (partial / MANIFEST).chmod(0o600)
     if dest.exists():
         dest.rmdir()
     partial.rename(dest)
@@ -132,7 +137,7 @@ def restore(source: Path, settings: Settings, blobs: BlobStore) -> dict:
         needs += sum(path.stat().st_size for path in files)
     DiskSpace(settings.data_dir, settings.min_free_mb * 2**20).check(
         f"restoring {source}", rerun="`citewise restore`", needs=needs)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_folder(settings.data_dir)
     for path in files:
         blobs.put(path.read_bytes())
     for name, target in (("embeddings.db", settings.embedding_cache_path),
@@ -143,6 +148,8 @@ def restore(source: Path, settings: Settings, blobs: BlobStore) -> dict:
             if name == "catalog.db":
                 _first_generation(tmp)
             tmp.replace(target)
+    # The restored folder is as private as the one it was copied from (``private_files``).
+    make_private(settings.data_dir)
     return manifest
 
 

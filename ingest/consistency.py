@@ -16,13 +16,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from citewise.index.blobs import BlobStore
 from citewise.index.catalog import Catalog, chunk_point_id
 from citewise.index.payload import ChunkPayload, DocumentPayload
 from citewise.index.vector_index import VectorIndex
+from citewise.private_files import describe, too_open
 
 SAMPLE = 20
+
+# An index signature no chunker produces: the document is re-read by its source's next run
+# (its blob was lost, or its row was rebuilt from the index rather than read from a source).
+REREAD = "reread"
 
 
 @dataclass
@@ -103,7 +109,8 @@ PARTIAL_BLOB_AGE = 3600.0
 @dataclass(frozen=True)
 class Finding:
     """One disagreement between the stores. ``kind``: open_swap, orphan_point, missing_point,
-    stale_payload, missing_blob, orphan_blob or partial_blob."""
+    stale_payload, missing_blob, orphan_blob, partial_blob, or open_permissions (the data
+    folder, not a store: what other accounts may read)."""
 
     kind: str
     text: str
@@ -150,14 +157,79 @@ def inspect(catalog: Catalog, index: VectorIndex, blobs: BlobStore) -> list[Find
                              f"{owner[point_id]} has no point", owner[point_id], point_id))
     wanted = catalog.blob_owners()
     stored = set(blobs.keys())
+    marked = catalog.documents_with_signature(REREAD)
     for key in sorted(set(wanted) - stored):
-        found.append(Finding("missing_blob", f"blob {key} of document {wanted[key]} is missing",
-                             wanted[key], key))
+        note = (" (its document is marked to be read again by its source's next run, "
+                "which stores it again)") if wanted[key] in marked else ""
+        found.append(Finding("missing_blob", f"blob {key} of document {wanted[key]} is "
+                             f"missing{note}", wanted[key], key))
     found.extend(Finding("orphan_blob", f"blob {key} belongs to no document", None, key)
                  for key in sorted(stored - set(wanted)))
     found.extend(Finding("partial_blob", f"{key} is a blob write a killed process left", None,
                          key) for key in blobs.leftovers(PARTIAL_BLOB_AGE))
     return found
+
+
+def exposed(data_dir: Path) -> list[Finding]:
+    """What in the data folder other accounts may read (``citewise.private_files``): one
+    finding, naming the first few."""
+    loose = too_open(data_dir)
+    if not loose:
+        return []
+    return [Finding("open_permissions",
+                    f"{len(loose)} files and folders in the data folder {data_dir} are readable "
+                    f"by other accounts (they must be 0600, folders 0700): "
+                    f"{describe(loose, data_dir)}", None, str(data_dir))]
+
+
+# The brake on a repair: when the points and blobs no document owns are more than this share
+# of what is stored, and the catalog lists fewer documents than those strays stand for, the
+# catalog was lost (emptied, replaced by an old or a new one), not the index. Deleting them
+# would finish the loss; a restore or a rebuild of the catalog undoes it.
+LOST_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class LostCatalog:
+    documents: int  # what the catalog lists
+    points: int  # what the index holds
+    stray_points: int
+    stray_documents: int  # documents the stray points belong to
+    blobs: int
+    stray_blobs: int
+
+    def __str__(self) -> str:
+        return (f"the catalog lists {self.documents} documents, but {self.stray_points} of the "
+                f"index's {self.points} points (of {self.stray_documents} documents) and "
+                f"{self.stray_blobs} of the blob store's {self.blobs} blobs belong to none of "
+                "them: the catalog was lost or emptied, not the index and the blobs, and a "
+                "repair would delete them all")
+
+
+# What to do about a lost catalog (said by verify, and by the repair that refuses).
+RESTORE_OR_REBUILD = ("restore the data folder from a backup (`citewise --data-dir NEW restore "
+                      "BACKUP`), or rebuild the catalog's documents from the index and the "
+                      "blobs (`citewise verify --rebuild-catalog`, then `citewise ingest "
+                      "--all`); if they really are strays, `citewise verify --repair --force` "
+                      "deletes them")
+
+
+def lost_catalog(catalog: Catalog, index: VectorIndex, blobs: BlobStore,
+                 findings: list[Finding]) -> LostCatalog | None:
+    """``findings`` (from ``inspect``) seen as a whole: a lost catalog, or ``None``."""
+    stray = [f for f in findings if f.kind == "orphan_point"]
+    known = catalog.current_versions({f.document_id for f in stray if f.document_id})
+    stray_documents = {f.document_id for f in stray if f.document_id not in known}
+    stray_blobs = sum(1 for f in findings if f.kind == "orphan_blob")
+    if not stray and not stray_blobs:
+        return None
+    lost = LostCatalog(documents=catalog.count_documents(), points=index.count(),
+                       stray_points=len(stray), stray_documents=len(stray_documents),
+                       blobs=sum(1 for _ in blobs.keys()), stray_blobs=stray_blobs)
+    most = (lost.stray_points > lost.points * LOST_SHARE
+            or lost.stray_blobs > lost.blobs * LOST_SHARE)
+    few = lost.documents < max(lost.stray_documents, lost.stray_blobs)
+    return lost if most and few else None
 
 
 def verify(catalog: Catalog, index: VectorIndex, blobs: BlobStore) -> list[str]:

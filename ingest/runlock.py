@@ -31,10 +31,11 @@ class RunLock:
         naming the holder. Never waits: a cron run that finds another run going exits."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            # Readable by all: a cron and a server running as different accounts share it
-            # (flock needs only an open file; the holder's note is written when possible).
+            # Private like everything in the data folder (``citewise.private_files``); an
+            # account that may only read it still takes the lock (flock needs only an open
+            # file; the holder's note is written when possible).
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
             except PermissionError:
                 fd = os.open(self.path, os.O_RDONLY)
         except OSError as e:

@@ -18,6 +18,7 @@ import click
 from citewise import __version__
 from citewise.errors import CitewiseError, IndexLockedError, RunLockedError
 from citewise.logs import configure_logging
+from citewise.private_files import restrict_umask
 from citewise.settings import Settings, load_settings
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL, EXIT_LOCKED = 0, 1, 2, 3, 4
@@ -102,6 +103,10 @@ def fail(e: CitewiseError) -> NoReturn:
 @click.pass_context
 def cli(ctx: click.Context, config: str | None, data_dir: str | None, verbose: bool) -> None:
     """citewise: cited answers over your runbooks, wiki pages and code."""
+    # Whatever the shell's umask, what any command writes (the data folder above all, which
+    # holds restricted documents and key hashes; backups; the Slack bot's threads) is for this
+    # account only: files that libraries create follow the umask, not our chmods.
+    restrict_umask()
     try:
         ctx.obj = Context(config, data_dir, verbose)
     except CitewiseError as e:

@@ -16,7 +16,7 @@ from citewise.api.cli.base import (
     fail,
     skip_if_locked,
 )
-from citewise.errors import CitewiseError
+from citewise.errors import CitewiseError, ConfigError
 
 
 @cli.command(
@@ -27,13 +27,22 @@ from citewise.errors import CitewiseError
           citewise verify                    what disagrees, if anything
           citewise verify --repair           and fix it from the catalog
           citewise verify --repair --json
+          citewise verify --rebuild-catalog  a lost catalog's documents, from the index
 
         Compares the catalog, the vector index and the blob store: every live chunk has exactly
         one point of the live version whose payload (readers above all) says what the catalog
         says; no stray points or blobs; no swap left open by a crash. --repair fixes what it
         finds from the catalog and the stored blobs, without reading any source (points are
         rebuilt through the embedding cache); it is safe to interrupt and run again. A missing
-        blob cannot come from the catalog: its document is read again by its source's next run.
+        blob cannot come from the catalog: repair marks its document to be read again, and the
+        next `citewise ingest` of its source stores it again. Files of the data folder that
+        other accounts may read are made private (0600, folders 0700).
+
+        A catalog that lists few documents while the index and the blobs hold many more was
+        lost: verify says so and --repair refuses to delete them (--force does). Restore a
+        backup, or --rebuild-catalog: the documents and chunks written back from the index's
+        points (readers exact) and the blobs, each marked to be read again by its source's next
+        run, which makes exact what the index does not hold.
 
         Takes the ingest run lock (no run may write meanwhile). While `citewise serve` holds
         the index, the server does the work.
@@ -45,17 +54,33 @@ from citewise.errors import CitewiseError
     )
 )
 @click.option("--repair", is_flag=True, help="Fix what is found (from the catalog and blobs).")
+@click.option("--force", is_flag=True,
+              help="With --repair: delete the strays even when the catalog looks lost.")
+@click.option("--rebuild-catalog", is_flag=True,
+              help="Write back the documents of the index's points that the catalog lacks.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
-def verify(obj: Context, repair: bool, as_json: bool) -> None:
+def verify(obj: Context, repair: bool, force: bool, rebuild_catalog: bool,
+           as_json: bool) -> None:
     """Check (and repair) the index and the blob store against the catalog."""
+    if rebuild_catalog and repair:
+        raise click.UsageError("--rebuild-catalog and --repair are separate steps: rebuild "
+                               "first, then verify again")
+    if force and not repair:
+        raise click.UsageError("--force goes with --repair")
     with obj.services() as (services, remote), skip_if_locked():
+        if remote is not None and rebuild_catalog:
+            fail(ConfigError(f"the server at {remote.url} holds the index",
+                             hint="stop it, rebuild the catalog, then start it again"))
+        if rebuild_catalog:
+            _rebuild_catalog(services, as_json)
+            return
         if remote is not None:
             click.echo(f"the server at {remote.url} holds the index; asking it", err=True)
-            result = remote.request("POST", "/v1/ingest/verify", json={"repair": repair},
-                                    timeout=None)
+            result = remote.request("POST", "/v1/ingest/verify",
+                                    json={"repair": repair, "force": force}, timeout=None)
         else:
-            result = _verify_local(services, repair)
+            result = _verify_local(services, repair, force)
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:
@@ -64,7 +89,7 @@ def verify(obj: Context, repair: bool, as_json: bool) -> None:
         sys.exit(EXIT_PARTIAL)
 
 
-def _verify_local(services, repair: bool) -> dict:
+def _verify_local(services, repair: bool, force: bool) -> dict:
     from citewise.ingest.repair import verify_index
 
     what = "citewise verify --repair" if repair else "citewise verify"
@@ -75,7 +100,32 @@ def _verify_local(services, repair: bool) -> dict:
             def on_document(n: int, total: int) -> None:
                 bar.length = total
                 bar.update(1)
-            return verify_index(services.pipeline, fix=True, on_document=on_document)
+            return verify_index(services.pipeline, fix=True, force=force,
+                                on_document=on_document)
+
+
+def _rebuild_catalog(services, as_json: bool) -> None:
+    from citewise.ingest.rebuild_catalog import rebuild_catalog
+
+    types = {s.name: s.type for s in services.settings.sources}
+    with services.jobs.run_lock.held("citewise verify --rebuild-catalog"):
+        report = rebuild_catalog(services.pipeline, types)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+        return
+    click.echo(f"rebuilt {report.documents} documents ({report.chunks} chunks) from the "
+               f"index's points, readers as the points carry them; {report.with_blob} with "
+               f"their blob ({report.skipped} already in the catalog)")
+    if report.documents:
+        click.echo("not exact until each source's next run: the media type of a page that is "
+                   "not code (taken from its path), when it was indexed and updated, its "
+                   "outline (answers quote sections without it), token counts"
+                   + (f", and {len(report.guessed_external_ids)} external ids"
+                      if report.guessed_external_ids else "")
+                   + (f"; {report.documents - report.with_blob} documents have no blob"
+                      if report.with_blob < report.documents else ""))
+        click.echo("every rebuilt document is marked to be read again: run `citewise ingest "
+                   "--all`, then `citewise verify`")
 
 
 def _print(result: dict) -> None:
@@ -86,16 +136,30 @@ def _print(result: dict) -> None:
         click.echo(
             f"repaired: {done['swaps_finished']} open swaps finished, {done['points_deleted']} "
             f"stray points deleted, {done['documents_rebuilt']} documents' points rebuilt "
-            f"({done['points_written']} points), {done['blobs_deleted']} stray blobs deleted")
+            f"({done['points_written']} points), {done['blobs_deleted']} stray blobs deleted, "
+            f"{done.get('made_private', 0)} files and folders made private")
         for doc in done["marked_for_reread"]:
-            click.echo(f"blob lost: {doc} will be read again by its source's next run")
+            click.echo(f"blob lost: {doc} will be read again by its source's next run "
+                       "(`citewise ingest`), which stores its blob again")
     for line in result["problems"]:
         click.secho(f"problem: {line}", fg="red")
     if result["ok"]:
         click.secho("consistent: the catalog, the index and the blob store agree", fg="green")
+        return
+    if result.get("lost_catalog"):
+        click.secho(f"{len(result['problems'])} problems, and a lost catalog: "
+                    f"{result['lost_catalog']}", fg="yellow")
+    elif done is not None:
+        marked = len(done["marked_for_reread"])
+        click.secho(f"{len(result['problems'])} problems remain"
+                    + (f": {marked} documents whose blob is lost are read again by `citewise "
+                       "ingest` (their sources' next run), which stores their blobs; verify "
+                       "then passes" if marked else ""), fg="yellow")
     else:
-        click.secho(f"{len(result['problems'])} problems"
-                    + ("" if done else ": `citewise verify --repair` fixes them"), fg="yellow")
+        click.secho(f"{len(result['problems'])} problems; `citewise verify --repair` would:",
+                    fg="yellow")
+        for line in result.get("plan") or []:
+            click.echo(f"  - {line}")
 
 
 @cli.command(

@@ -57,7 +57,6 @@ def serve(obj: Context, host: str | None, port: int | None,
     from citewise.api.app import create_app, uvicorn_options
     from citewise.api.composition import build_services
     from citewise.api.remote import remove_server_file, write_server_file
-    from citewise.ingest.parse import warm_up as warm_parser
 
     settings = obj.settings
     host = host or settings.host
@@ -69,27 +68,11 @@ def serve(obj: Context, host: str | None, port: int | None,
         services = build_services(settings)
     except CitewiseError as e:
         fail(e)
-    services.dense.warm_up()
-    warm_parser()  # a scheduled or API ingest does not pay the parsers' import
-    # Finish what a crash left half-done, and say so loudly if the index and the catalog
-    # disagree (a deleted or restored index folder): search would quietly miss documents.
-    from citewise.ingest.consistency import check
-
-    recovered = services.pipeline.swap.recover()
-    if recovered:
-        log.warning("finished %d document swaps an earlier crash left open", recovered)
-    problem = check(services.catalog, services.index).problem()
-    if problem:
-        log.error("index check: %s", problem)
-    from citewise.ingest.reindex import stale_documents
-
-    stale = stale_documents(services.catalog, services.pipeline.signature)
-    if stale:
-        # Serving the index as it is stays right (the model is checked above); rebuilding it
-        # in place would mix old and new chunks until done. Said, not done.
-        log.warning("%d documents were indexed with other settings (chunk size or chunker) "
-                    "than this server's: run `citewise reindex` to rebuild the index with them "
-                    "beside the live one, which keeps serving meanwhile", stale)
+    try:
+        _start_checks(services, log)
+    except CitewiseError as e:  # a catalog damaged past its first page, say
+        services.close()
+        fail(e)
     operator_token = secrets.token_urlsafe(32)
     try:
         app = create_app(settings, services, operator_token=operator_token, bind_host=host)
@@ -119,6 +102,32 @@ def serve(obj: Context, host: str | None, port: int | None,
         scheduler.stop()
         remove_server_file(settings)
         services.close()
+
+
+def _start_checks(services, log) -> None:
+    services.dense.warm_up()
+    from citewise.ingest.parse import warm_up as warm_parser
+
+    warm_parser()  # a scheduled or API ingest does not pay the parsers' import
+    # Finish what a crash left half-done, and say so loudly if the index and the catalog
+    # disagree (a deleted or restored index folder): search would quietly miss documents.
+    from citewise.ingest.consistency import check
+
+    recovered = services.pipeline.swap.recover()
+    if recovered:
+        log.warning("finished %d document swaps an earlier crash left open", recovered)
+    problem = check(services.catalog, services.index).problem()
+    if problem:
+        log.error("index check: %s", problem)
+    from citewise.ingest.reindex import stale_documents
+
+    stale = stale_documents(services.catalog, services.pipeline.signature)
+    if stale:
+        # Serving the index as it is stays right (the model is checked above); rebuilding it
+        # in place would mix old and new chunks until done. Said, not done.
+        log.warning("%d documents were indexed with other settings (chunk size or chunker) "
+                    "than this server's: run `citewise reindex` to rebuild the index with them "
+                    "beside the live one, which keeps serving meanwhile", stale)
 
 
 # How often a server checks whether `citewise reindex` switched the live index generation.

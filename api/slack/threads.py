@@ -7,11 +7,14 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from citewise.private_files import private_file
+
 
 class Threads:
     def __init__(self, path: Path | str = ":memory:") -> None:
         if str(path) != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            # Which conversation each thread is: private, like the data folder it sits in.
+            private_file(Path(path))
         self._db = sqlite3.connect(str(path), check_same_thread=False)
         self._db.execute("CREATE TABLE IF NOT EXISTS threads (channel TEXT, thread_ts TEXT, "
                          "conversation_id TEXT NOT NULL, PRIMARY KEY (channel, thread_ts))")

@@ -54,6 +54,9 @@ SKIPPED = {
                              "backs up and restores)",
     "citewise --data-dir restored restore": "needs the backup the example before it wrote "
                                             "(tests/ingest/test_backup.py restores one)",
+    "citewise verify --rebuild-catalog": "rebuilds a lost catalog with the server stopped; "
+                                         "the demo's server holds this one "
+                                         "(tests/ingest/test_verify_repair.py rebuilds one)",
     "citewise --config bench/corpora.toml": "ingests the five shared corpora, about 7 minutes "
                                             "(make eval runs it)",
 }

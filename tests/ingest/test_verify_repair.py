@@ -6,6 +6,8 @@ document, a stray blob, a lost blob), found, repaired, and checked by search as 
 from __future__ import annotations
 
 import os
+import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -22,6 +24,7 @@ from citewise.ingest.repair import repair
 from citewise.settings import load_settings
 from citewise.types import Identity
 from tests.kb import SECRET, SECRET_TITLE, clean_env, ingest_site
+from tests.live import free_port
 
 CITEWISE = Path(sys.executable).with_name("citewise")
 ANYONE = Identity.anonymous()
@@ -150,7 +153,9 @@ def test_the_command_reports_repairs_and_exits_for_cron(site):
     print(found.stdout)
     assert found.returncode == 3, found.stderr
     assert "disagrees with the catalog on readers" in found.stdout
-    assert "`citewise verify --repair` fixes them" in found.stdout
+    # What a repair will do, and what it will not: a lost blob only comes back from its source.
+    assert "`citewise verify --repair` would:" in found.stdout
+    assert "NOT bring back 1 missing blobs" in found.stdout
     repaired = _cli(site, "verify", "--repair")
     print(repaired.stdout)
     assert "2 documents' points rebuilt" in repaired.stdout
@@ -193,3 +198,126 @@ def test_a_repair_that_would_fill_the_disk_stops_and_the_next_finishes(site):
     repaired = _cli(site, "verify", "--repair")
     assert repaired.returncode == 0, repaired.stdout + repaired.stderr
     assert "2 documents' points rebuilt" in repaired.stdout
+
+
+def _readers(services) -> dict[str, list[str]]:
+    return {r.id: sorted(r.readers) for r in services.catalog.documents_of_source("kb").values()}
+
+
+def test_a_zeroed_catalog_is_lost_not_strays_and_is_rebuilt_from_the_index(site):
+    """Emptied document tables beside a full index and blob store: verify says the catalog
+    was lost, --repair refuses to delete the installation, --rebuild-catalog writes the
+    documents back with their readers exactly, and the next ingest adds no duplicate."""
+    services = _services(site)
+    try:
+        readers = _readers(services)
+        points = services.index.count()
+    finally:
+        services.close()
+    assert ["group:security"] in readers.values()  # the restricted runbook
+    conn = sqlite3.connect(site / "data" / "catalog.db")
+    with conn:
+        conn.executescript("DELETE FROM outlines; DELETE FROM chunks; DELETE FROM documents;")
+    conn.close()
+
+    found = _cli(site, "verify")
+    print(found.stdout)
+    assert found.returncode == 3
+    assert "the catalog was lost or emptied" in found.stdout
+    assert "citewise verify --rebuild-catalog" in found.stdout and "restore" in found.stdout
+    assert "`citewise verify --repair` would:" not in found.stdout
+    refused = _cli(site, "verify", "--repair")
+    print(refused.stdout, refused.stderr)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "refusing to repair" in refused.stderr and "--rebuild-catalog" in refused.stderr
+    services = _services(site)
+    try:  # nothing was deleted
+        assert services.index.count() == points
+        assert len(list(services.blobs.keys())) == len(readers)
+    finally:
+        services.close()
+
+    rebuilt = _cli(site, "verify", "--rebuild-catalog")
+    print(rebuilt.stdout, rebuilt.stderr)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert f"rebuilt {len(readers)} documents" in rebuilt.stdout
+    assert f"{len(readers)} with their blob" in rebuilt.stdout
+    assert "not exact until each source's next run" in rebuilt.stdout
+    services = _services(site)
+    try:
+        assert _readers(services) == readers  # never public, never narrowed
+        assert inspect(services.catalog, services.index, services.blobs) == []
+        anyone = services.search.search("rotate the payment provider API keys", ANYONE, top_k=5)
+        assert all(h.title != SECRET_TITLE for h in anyone)
+        shown = services.search.search("rotate the payment provider API keys", SECURITY,
+                                       top_k=5)
+        assert shown[0].title == SECRET_TITLE
+        answer = services.answers.answer("How do I rotate the payment provider API keys?",
+                                          SECURITY, use_cache=False)
+        assert any(c.title == SECRET_TITLE for c in answer.citations), answer
+        hidden = services.answers.answer("How do I rotate the payment provider API keys?",
+                                          ANYONE, use_cache=False)
+        assert all(c.title != SECRET_TITLE for c in hidden.citations)
+        assert "vault" not in hidden.answer
+    finally:
+        services.close()
+
+    again = _cli(site, "ingest", "--all")
+    print(again.stdout)
+    assert again.returncode == 0, again.stderr
+    assert f"0 added, {len(readers)} updated, 0 unchanged, 0 deleted" in again.stdout
+    services = _services(site)
+    try:
+        assert services.index.count() == points == services.catalog.count_chunks()
+        assert _readers(services) == readers
+        assert inspect(services.catalog, services.index, services.blobs) == []
+    finally:
+        services.close()
+    assert "consistent" in _cli(site, "verify").stdout
+
+
+@pytest.mark.parametrize("damage", ["overwritten", "truncated"])
+def test_a_damaged_catalog_is_a_clean_message_naming_it_and_what_to_do(site, damage):
+    catalog = site / "data" / "catalog.db"
+    size = catalog.stat().st_size
+    with catalog.open("r+b") as f:
+        if damage == "overwritten":  # the header page kept: SQLite opens it, queries fail
+            f.seek(4096)
+            f.write(os.urandom(size - 4096))
+        else:
+            f.truncate(size // 3)
+    for args in (("verify",), ("serve", "--port", str(free_port()))):
+        out = _cli(site, *args)
+        text = out.stdout + out.stderr
+        print(text)
+        assert out.returncode != 0 and "Traceback" not in text, text
+        assert f"the catalog {catalog} is damaged" in text
+        assert "restore" in text and "--rebuild-catalog" in text
+
+
+def test_a_deleted_blob_folder_is_said_marked_and_stored_again_by_the_next_ingest(site):
+    shutil.rmtree(site / "data" / "blobs")
+    found = _cli(site, "verify")
+    print(found.stdout)
+    assert found.returncode == 3
+    assert "NOT bring back 5 missing blobs" in found.stdout
+    assert "marks their documents to be read again" in found.stdout
+    repaired = _cli(site, "verify", "--repair")
+    print(repaired.stdout)
+    assert repaired.returncode == 3
+    assert "5 problems remain: 5 documents whose blob is lost are read again by `citewise " \
+        "ingest`" in repaired.stdout
+    marked = _cli(site, "verify")
+    problems = [line for line in marked.stdout.splitlines() if line.startswith("problem:")]
+    assert len(problems) == 5 and all("marked to be read again" in p for p in problems)
+    ran = _cli(site, "ingest", "--all")
+    assert ran.returncode == 0, ran.stderr
+    clean = _cli(site, "verify")
+    assert clean.returncode == 0 and "consistent" in clean.stdout, clean.stdout
+    services = _services(site)
+    try:
+        for record in services.catalog.documents_of_source("kb").values():
+            assert services.blobs.get(record.blob_key) == \
+                (site / "kb" / record.external_id).read_bytes()
+    finally:
+        services.close()
