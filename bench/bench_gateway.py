@@ -382,7 +382,7 @@ def write_results(out_dir: Path, result: dict) -> None:
             d = tokens[door]
             md.append(f"| {name} | {d['first_delta']['p50_ms']} | {d['first_delta']['p95_ms']}"
                       f" | {d['deltas_p50']:g} | {d['blocks_before_text']} |")
-        md += ["", *tokens.get("notes", []), ""]
+        md += ["", "\n\n".join(tokens.get("notes", [])), ""]
     (out_dir / "gateway.md").write_text("\n".join(md))
     print("\n".join(md))
 
