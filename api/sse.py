@@ -7,7 +7,7 @@ When the client goes away, Starlette cancels the response; the producer is told,
 next event and closes its iterator, which closes the model's upstream request. A route that
 hands its own ``cancelled`` event to ``relay`` and wraps the answer's source in ``until`` stops
 between two of the model's tokens, not at the next event it sends (text held back by the
-guardrails may be a whole sentence), and knows not to keep an answer nobody received.
+guardrails may be a long token without a space), and knows not to keep an answer nobody received.
 """
 
 from __future__ import annotations

@@ -298,15 +298,60 @@ def _aws_secrets_in_prose(text: str, low: str, spans) -> list[tuple[int, int, st
         return []
     found = []
     for m in _AWS_SECRET_IN_PROSE.finditer(text):
-        value = m.group()
-        if not (any(c.isupper() for c in value) and any(c.islower() for c in value)
-                and any(c.isdigit() or c in "/+" for c in value)) or _REPEATED.search(value):
+        if not _aws_secret_shaped(m.group()):
             continue
         near_key_id = any(abs(m.start() - k) <= _AWS_SECRET_NEAR for k in key_ids)
         line_start = text.rfind("\n", 0, m.start()) + 1
         if near_key_id or _SECRET_WORD_BEFORE.search(text, line_start, m.start()):
             found.append((*m.span(), "aws-secret-access-key"))
     return found
+
+
+def _aws_secret_shaped(value: str) -> bool:
+    return (any(c.isupper() for c in value) and any(c.islower() for c in value)
+            and any(c.isdigit() or c in "/+" for c in value)) and not _REPEATED.search(value)
+
+
+# Text that arrives piece by piece (a streamed answer, cleaned by api/guarded_stream.py) can be
+# released as it comes only where no later text can change how it is redacted, and each piece
+# must be read with the text before it that a detector looks at. Most detectors look at one
+# token; these two functions say where the others look.
+_KEY_ID_CHARS = 20
+_READ_BACK = 200  # a name before its value, "Authorization: Basic", a private key's header line
+_OPEN_PRIVATE_KEY = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY")
+
+
+def undecided_from(text: str) -> int:
+    """Where ``text`` stops being final: the start of the first token shaped like an AWS secret
+    that text still to come could make one (an access key id up to 300 characters after it,
+    or, after the word "secret" on its line, a first mention of AWS); ``len(text)`` if none."""
+    mentions_aws = "aws" in text.lower()
+    for m in _AWS_SECRET_IN_PROSE.finditer(text):
+        if not _aws_secret_shaped(m.group()):
+            continue
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        if len(text) - m.start() <= _AWS_SECRET_NEAR + _KEY_ID_CHARS or (
+                not mentions_aws and _SECRET_WORD_BEFORE.search(text, line_start, m.start())):
+            return m.start()
+    return len(text)
+
+
+def reach_back(text: str, start: int) -> int:
+    """Where the text that the detectors read to decide ``text[start:]`` begins: a couple of
+    hundred characters back (at whitespace, so no token is cut), or further, to the header of
+    a private key block still open at ``start`` (its lines are redacted under it), and to the
+    beginning when ``text[start:]`` holds a token shaped like an AWS secret (its key id may be
+    300 characters back, the mention of AWS anywhere)."""
+    if any(_aws_secret_shaped(m.group()) for m in _AWS_SECRET_IN_PROSE.finditer(text, start)):
+        return 0
+    back = max(0, start - _READ_BACK)
+    while back > 0 and not text[back - 1].isspace():
+        back -= 1
+    begin = text.rfind("-----BEGIN ", 0, start)
+    if 0 <= begin < back and _OPEN_PRIVATE_KEY.match(text, begin) \
+            and "-----END " not in text[begin:start]:
+        back = begin
+    return back
 
 
 def _assignment_kind(name: str) -> str:

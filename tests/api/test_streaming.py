@@ -88,6 +88,56 @@ def test_answer_streams_server_sent_events(live, how):
     assert "".join(d["text"] for n, d in events if n == "delta").strip() == done["answer"]
 
 
+PROSE = ("Fail over the cache by promoting the replica with the smallest lag [1]. Check that "
+         "replication has caught up before you switch [1].\n\n"
+         "1. Run a manual Sentinel failover [1]\n2. Restart the checkout pods [1]\n\n"
+         "Then watch the hit rate until it recovers [1].")
+
+
+@pytest.mark.parametrize("door", ["/v1/answer", "/v1/chat/completions"])
+def test_a_model_streaming_token_by_token_is_relayed_at_its_pace(live, provider, door):
+    """The output guardrail held text to a line or sentence end: a paragraph came as one delta
+    at its end, and the last block before its text. Now text follows the model, a few words
+    behind, and each block follows its text."""
+    url, _, headers = live
+    provider.mode, provider.delay_s, provider.chunk_chars = "slow", 0.01, 4
+    provider.reply = PROSE
+    chunks = -(-len(PROSE) // 4)
+    body = {**QUESTION, "stream": True} if door == "/v1/answer" else {
+        "model": "citewise", "stream": True,
+        "messages": [{"role": "user", "content": QUESTION["question"]}]}
+    text, deltas, sent_at_first = "", 0, None
+    with httpx.stream("POST", f"{url}{door}", json=body, headers=headers, timeout=30) as resp:
+        name = None
+        for line in resp.iter_lines():
+            if line.startswith("event:"):
+                name = line.split(":", 1)[1].strip()
+            if not line.startswith("data:") or line.endswith("[DONE]"):
+                continue
+            data = json.loads(line.split(":", 1)[1])
+            if door == "/v1/chat/completions":
+                choice = (data.get("choices") or [{}])[0]
+                piece = choice.get("delta", {}).get("content")
+                if not piece or choice.get("finish_reason"):
+                    continue
+            elif name == "block":
+                block = data["block"]
+                last = (block["text"] or block["steps"][-1]["text"]).strip()[-12:]
+                assert last in text, f"block {data['index']} came before its text"
+                continue
+            elif name == "delta":
+                piece = data["text"]
+            else:
+                continue
+            if sent_at_first is None:
+                sent_at_first = provider.chunks_sent
+            deltas += 1
+            text += piece
+    assert sent_at_first is not None and sent_at_first < chunks * 2 // 3
+    assert deltas >= chunks // 3, (deltas, chunks)
+    assert text.startswith(PROSE) and "---" not in text  # chat adds its references after it
+
+
 def test_usage_and_cost_are_recorded_for_the_caller(live):
     url, app, headers = live
     for stream in (False, True):

@@ -22,7 +22,8 @@ Behaviour per request comes from ``script`` (consumed in order) or ``mode`` when
 ``ok``, ``429``, ``500``, ``hang`` (answers after ``hang_s``), ``drop`` (a stream that stops
 after a few chunks, without ``[DONE]``), ``drop_early`` (closes before the first chunk),
 ``malformed`` (a chunk that is not JSON), ``slow`` (one chunk every ``delay_s``).
-``requests`` keeps every body received, so tests can check what the model was told.
+``requests`` keeps every body received, so tests can check what the model was told;
+``chunks_sent`` counts the content chunks of the latest stream as they go out.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ class OpenAIProvider:
         self.embedding_batches: list[int] = []
         self.modes_served: list[str] = []
         self.disconnected_after: int | None = None  # chunks sent before the client left
+        self.chunks_sent = 0
         self._lock = threading.Lock()
         self._server = _QuietServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -217,7 +219,7 @@ class OpenAIProvider:
                     return
                 pieces = [text[i:i + fake.chunk_chars]
                           for i in range(0, len(text), fake.chunk_chars)]
-                sent = 0
+                sent = fake.chunks_sent = 0
                 try:
                     self._event(self._chunk({"role": "assistant", "content": ""}))
                     self._send(b": OPENROUTER PROCESSING\n\n")
@@ -231,7 +233,7 @@ class OpenAIProvider:
                         if mode == "slow":
                             time.sleep(fake.delay_s)
                         self._event(self._chunk({"content": piece}))
-                        sent += 1
+                        sent = fake.chunks_sent = sent + 1
                     self._event(self._chunk({}, "stop"))
                     if (body.get("stream_options") or {}).get("include_usage") \
                             and fake.send_usage:
