@@ -274,6 +274,7 @@ class Guarded:
         text = TextRelease(lambda t: self.guardrails.clean(t, self.route),
                            self.guardrails.stream_window(self.route))
         blocks: list[tuple[int, AnswerEvent]] = []  # (text that must be sent first, event)
+        sent: list[str] = []  # the cleaned text the client has been sent
 
         def ready(everything: bool = False):
             while blocks and (everything or blocks[0][0] <= text.released):
@@ -283,6 +284,7 @@ class Guarded:
             self._note(text.decisions)
             text.decisions.clear()
             if out:
+                sent.append(out)
                 yield AnswerEvent("delta", {"text": out})
             yield from ready()
 
@@ -305,6 +307,10 @@ class Guarded:
                     yield from ready(everything=True)
                     answer = self.answer(Answer.model_validate(event.data["answer"]))
                     event = AnswerEvent("done", {**event.data, "answer": answer.model_dump()})
+                elif event.event == "error":
+                    # A stream that broke: "received" is what the client was sent (cleaned),
+                    # never the model's raw text, which the held-back tail may still hold.
+                    event = AnswerEvent("error", {**event.data, "received": "".join(sent)})
                 yield event
         except GuardrailBlocked as e:
             self._note(e.decisions)

@@ -210,12 +210,30 @@ def test_a_client_that_leaves_early_stops_the_model_and_keeps_no_turn(live, prov
 
 def test_a_broken_stream_ends_with_an_error_event(live, provider):
     url, _, headers = live
-    provider.mode = "drop"
+    provider.mode, provider.chunk_chars = "drop", 24  # three chunks: more than the window
     with httpx.stream("POST", f"{url}/v1/answer", json={**QUESTION, "stream": True},
                       headers=headers, timeout=30) as resp:
         events, _ = read_events(resp)
     assert events[-1][0] == "error" and events[-1][1]["received"]
     assert events[-1][1]["type"] == "urn:citewise:error:stream_broken"
+    sent = "".join(data["text"] for name, data in events if name == "delta")
+    assert events[-1][1]["received"] == sent  # what the reader has, to keep
+
+
+def test_a_broken_stream_says_what_was_sent_never_the_raw_text(live, provider):
+    """The error event's ``received`` used to be the model's raw text: a credential the
+    guardrails were still holding back (or had redacted in the deltas) came out there."""
+    url, _, headers = live
+    token = "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dF3hJ5"
+    provider.mode, provider.chunk_chars = "drop", 20
+    provider.reply = lambda body: f"Log in with {token} [1] and then roll back the release [1]."
+    with httpx.stream("POST", f"{url}/v1/answer", json={**QUESTION, "stream": True},
+                      headers=headers, timeout=30) as resp:
+        events, _ = read_events(resp)
+    assert events[-1][0] == "error"
+    sent = "".join(data["text"] for name, data in events if name == "delta")
+    assert token not in json.dumps(events)
+    assert events[-1][1]["received"] == sent
 
 
 def test_every_provider_down_still_answers_extractively(live, provider):
