@@ -115,6 +115,7 @@ class FrontDoor:
         started = time.perf_counter()
         status = {"code": 500}
         caller: Caller | None = None
+        decision = None  # the rate limiter's, settled once the route has answered
         door = scope["app"].state.door
 
         async def send_with_headers(message: Message) -> None:
@@ -160,6 +161,8 @@ class FrontDoor:
                     return
             await self.app(scope, receive, send_with_headers)
         finally:
+            if decision is not None:
+                door.limiter.settle(rule.rate_class, decision, status["code"])
             if rule is not None:
                 self._record(door, scope, state, rule, caller, method, status["code"],
                              started, request_id)

@@ -6,6 +6,10 @@ optional per-day quota for each of search, answer and ingest (``CITEWISE_RATE_*`
 (``--limit answer_per_minute=600``) also draws on buckets of its own, shared by everyone it acts
 for: the Slack bot's key caps the bot as a whole while each asking engineer keeps their own
 allowance.
+
+``ingest`` counts jobs started, not requests: a request the route refuses (a path that is not
+allowed, a body that does not validate, a job already running) gives its tokens back
+(``COUNTS_SUCCESSES``), so a typo does not cost the minute's allowance.
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ from citewise.api.metering.buckets import WINDOWS, Decision, Policy, TokenBucket
 from citewise.settings import Settings
 
 CLASSES = ("search", "answer", "ingest")
+# Classes whose limit counts what was done: a response that is not a success gives back the
+# tokens its request took.
+COUNTS_SUCCESSES = frozenset({"ingest"})
 
 
 class RateLimiter:
@@ -41,3 +48,9 @@ class RateLimiter:
 
     def check(self, caller: Caller, cls: str) -> Decision:
         return self.buckets.take(self.policies(caller, cls))
+
+    def settle(self, cls: str, decision: Decision, status: int) -> None:
+        """Once the route has answered: a refused request of a class that counts successes
+        gives its tokens back."""
+        if cls in COUNTS_SUCCESSES and decision.allowed and not 200 <= status < 300:
+            self.buckets.give_back(decision.policies)

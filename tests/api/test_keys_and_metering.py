@@ -198,6 +198,44 @@ def test_a_key_of_its_own_caps_everyone_it_acts_for(make_services, kb):
         assert "key-answer-minute" in refused.json()["detail"]
 
 
+def test_the_ingest_limit_counts_jobs_started_not_refusals(make_services, tmp_path):
+    """The docs say ``ingest`` counts jobs started; the probe (issue 30, item 15a) found that
+    refused requests (403, 422) used up the minute's allowance too."""
+    allowed = tmp_path / "allowed"
+    (allowed / "docs").mkdir(parents=True)
+    (allowed / "docs" / "guide.md").write_text("# Guide\n\nDeploys go out on Tuesdays.\n")
+    services = make_services(require_auth=True, rate_ingest_per_minute=2,
+                             ingest_allowed_paths=str(allowed), default_readers="group:eng")
+    key = make_key(services, "ci", "ingest")
+    with TestClient(create_app(services=services), client=LOOPBACK) as c:
+        for _ in range(3):  # a folder outside the allowed ones: 403
+            resp = c.post("/v1/ingest/jobs", json={"path": str(tmp_path)}, headers=key)
+            assert resp.status_code == 403, resp.text
+        for _ in range(3):  # a body that does not validate: 422
+            resp = c.post("/v1/ingest/jobs", json={"path": 7, "nonsense": True}, headers=key)
+            assert resp.status_code == 422, resp.text
+        started = c.post("/v1/ingest/jobs", json={"path": str(allowed / "docs")}, headers=key)
+        assert started.status_code == 202, started.text
+        # The six refusals took nothing: one job started, one left of two.
+        assert started.headers["ratelimit"].startswith('"ingest-minute";r=1;'), \
+            started.headers["ratelimit"]
+        wait_for_job(c, started.json()["id"], key)
+        assert c.post("/v1/ingest/jobs", json={"path": str(allowed / "docs")},
+                      headers=key).status_code == 202
+        refused = c.post("/v1/ingest/jobs", json={"path": str(allowed / "docs")}, headers=key)
+        assert refused.status_code == 429, refused.text
+
+
+def wait_for_job(client: TestClient, job_id: str, headers: dict) -> dict:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        job = client.get(f"/v1/ingest/jobs/{job_id}", headers=headers).json()
+        if job["status"] in ("done", "failed"):
+            return job
+        time.sleep(0.1)
+    raise AssertionError(f"job {job_id} did not finish")
+
+
 def test_limits_survive_a_restart(make_services, kb):
     services = make_services(require_auth=True, rate_search_per_minute=0,
                              quota_search_per_day=2)
