@@ -153,7 +153,7 @@ class Authenticator:
         else:
             identity = Identity()
         return Caller(identity, key.scopes, "key", key=key.name, limits=key.limits,
-                      key_id=key.id)
+                      key_id=key.id, asserts_identity=key.assert_identity)
 
     def _sso(self, claims: dict, headers: Headers, user_claim: str, groups_claim: str | None,
              method: str) -> Caller:

@@ -26,6 +26,7 @@ class Caller:
     key: str | None = None  # the API key's name
     limits: dict[str, int] = field(default_factory=dict)  # the key's own rate limits
     key_id: str | None = None
+    asserts_identity: bool = False  # a key that may name the end user: capped as a whole
 
     @property
     def principal(self) -> str:
