@@ -403,8 +403,10 @@ class Settings(BaseSettings):
     )
     trusted_proxies: str | None = Field(
         default=None,
-        description="Addresses of reverse proxies whose X-Forwarded-For is believed "
-        "(comma-separated, or *); unset = the client address is the socket's.",
+        description="Addresses or networks of reverse proxies whose X-Forwarded-For is believed "
+        "(comma-separated), read from the right: the first address that is not a trusted proxy "
+        "is the client; * = whoever connects, and only the entry it appended (refused in local "
+        "mode); unset = the client address is the socket's.",
     )
     max_request_bytes: int = Field(
         default=1_048_576, ge=1024, description="Largest request body accepted (bytes)."
