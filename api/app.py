@@ -30,6 +30,7 @@ from citewise.api.auth import is_admin
 from citewise.api.composition import Door, Services, build_door, build_services
 from citewise.api.forwarded import ForwardedFor, TrustedProxies
 from citewise.api.frontdoor import FrontDoor, rule_for
+from citewise.api.http_protocol import with_header_timeout
 from citewise.api.ingest_metrics import catalog_metrics
 from citewise.api.mcp import http_server
 from citewise.api.middleware import BodyLimit, send_problem
@@ -65,8 +66,16 @@ def uvicorn_options(settings: Settings) -> dict:
     app itself (``forwarded.ForwardedFor``), from the proxies in ``CITEWISE_TRUSTED_PROXIES``
     only. (uvicorn's own reading believes loopback proxies by default, which would let any
     local proxy make every remote caller look local, and for ``*`` takes the address the client
-    wrote rather than the one the proxy appended.)"""
-    return {"proxy_headers": False}
+    wrote rather than the one the proxy appended.) The connection limits are in
+    ``http_protocol``'s docstring."""
+    return {
+        "proxy_headers": False,
+        "http": with_header_timeout(settings.http_header_timeout,
+                                    settings.http_max_header_bytes),
+        "timeout_keep_alive": settings.http_keep_alive,
+        "h11_max_incomplete_event_size": settings.http_max_header_bytes,
+        "limit_concurrency": settings.http_max_concurrency,
+    }
 
 
 def _describe_security(app: FastAPI) -> None:

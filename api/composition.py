@@ -14,7 +14,7 @@ from pathlib import Path
 
 from citewise.api.conversations import Conversations
 from citewise.api.guardrails import Guardrails
-from citewise.api.identity.authenticate import Authenticator
+from citewise.api.identity.authenticate import Authenticator, GroupBounds
 from citewise.api.identity.groups import GroupMap
 from citewise.api.identity.keys import KeyStore
 from citewise.api.identity.tokens import KeySet, TokenPolicy, TokenVerifier
@@ -388,6 +388,7 @@ def build_door(settings: Settings, catalog: Catalog, *, operator_token: str | No
         operator_token=operator_token,
         required=required,
         trust_headers=settings.insecure_trust_identity_headers,
+        group_bounds=GroupBounds(settings.max_asserted_groups, settings.max_group_name),
     )
     if not is_loopback(bind_host) and not settings.insecure_trust_identity_headers:
         if settings.require_auth is False:

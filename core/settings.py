@@ -411,6 +411,22 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(
         default=1_048_576, ge=1024, description="Largest request body accepted (bytes)."
     )
+    http_keep_alive: float = Field(
+        default=5.0, gt=0, description="Seconds an idle kept-alive connection stays open.")
+    http_header_timeout: float = Field(
+        default=10.0, gt=0, description="Seconds a connection has to send a request's line "
+        "and headers (after opening, or after its previous response) before it is closed.")
+    http_max_header_bytes: int = Field(
+        default=65_536, ge=4096, description="Largest request head (request line and headers) "
+        "accepted, in bytes; larger is a 431.")
+    http_max_concurrency: int = Field(
+        default=1000, ge=1, description="Most connections and requests served at once; "
+        "more are answered 503.")
+    max_asserted_groups: int = Field(
+        default=256, ge=1, description="Most groups X-Citewise-Groups may name; more is a 400.")
+    max_group_name: int = Field(
+        default=128, ge=1, le=1024, description="Longest group name X-Citewise-Groups may "
+        "hold (characters); longer is a 400.")
 
     @field_validator("default_readers", mode="before")
     @classmethod
