@@ -265,8 +265,9 @@ class Settings(BaseSettings):
         "egress proxy); the bot's tokens come from SLACK_BOT_TOKEN, SLACK_APP_TOKEN and "
         "SLACK_SIGNING_SECRET.")
     slack_state: Path | None = Field(
-        default=None, description="SQLite file mapping Slack threads to conversations; unset "
-        "= slack-threads.db in the data folder.")
+        default=None, description="SQLite file mapping Slack threads to conversations (and "
+        "the event ids the bot has taken, so none is answered twice); unset = "
+        "slack-threads.db in the data folder.")
     sse_keepalive: float = Field(
         default=15.0, gt=0, description="Seconds of quiet after which a streamed answer sends "
         "a `: ping` comment, so proxies keep the connection open.")
