@@ -28,7 +28,9 @@ from citewise.api import (
 )
 from citewise.api.auth import is_admin
 from citewise.api.composition import Door, Services, build_door, build_services
+from citewise.api.forwarded import ForwardedFor, TrustedProxies
 from citewise.api.frontdoor import FrontDoor, rule_for
+from citewise.api.http_protocol import with_header_timeout
 from citewise.api.ingest_metrics import catalog_metrics
 from citewise.api.mcp import http_server
 from citewise.api.middleware import BodyLimit, send_problem
@@ -60,12 +62,20 @@ Cited answers over your engineering knowledge: runbooks, wiki pages and code.
 
 
 def uvicorn_options(settings: Settings) -> dict:
-    """How uvicorn learns the client's address: from the socket, unless the operator names the
-    reverse proxies whose ``X-Forwarded-For`` to believe. (uvicorn believes loopback proxies by
-    default, which would let any local proxy make every remote caller look local.)"""
-    if settings.trusted_proxies:
-        return {"proxy_headers": True, "forwarded_allow_ips": settings.trusted_proxies}
-    return {"proxy_headers": False}
+    """uvicorn takes the client's address from the socket; ``X-Forwarded-For`` is read by the
+    app itself (``forwarded.ForwardedFor``), from the proxies in ``CITEWISE_TRUSTED_PROXIES``
+    only. (uvicorn's own reading believes loopback proxies by default, which would let any
+    local proxy make every remote caller look local, and for ``*`` takes the address the client
+    wrote rather than the one the proxy appended.) The connection limits are in
+    ``http_protocol``'s docstring."""
+    return {
+        "proxy_headers": False,
+        "http": with_header_timeout(settings.http_header_timeout,
+                                    settings.http_max_header_bytes),
+        "timeout_keep_alive": settings.http_keep_alive,
+        "h11_max_incomplete_event_size": settings.http_max_header_bytes,
+        "limit_concurrency": settings.http_max_concurrency,
+    }
 
 
 def _describe_security(app: FastAPI) -> None:
@@ -156,6 +166,15 @@ def create_app(
             allow_headers=["authorization", "content-type", "x-request-id"],
             expose_headers=["x-request-id", "ratelimit", "ratelimit-policy", "retry-after"],
             max_age=600)
+    if settings.trusted_proxies:
+        try:
+            TrustedProxies(settings.trusted_proxies)  # a bad entry is a start-up error
+        except ValueError as e:
+            raise ConfigError(f"CITEWISE_TRUSTED_PROXIES: {e}",
+                              hint="comma-separated addresses or networks: 10.0.0.5,"
+                                   "10.1.0.0/16") from None
+        # Outermost: the front door must see the client's address, not the proxy's.
+        app.add_middleware(ForwardedFor, trusted=settings.trusted_proxies)
 
     @app.middleware("http")
     async def _metrics(request: Request, call_next):

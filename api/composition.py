@@ -14,7 +14,7 @@ from pathlib import Path
 
 from citewise.api.conversations import Conversations
 from citewise.api.guardrails import Guardrails
-from citewise.api.identity.authenticate import Authenticator
+from citewise.api.identity.authenticate import Authenticator, GroupBounds
 from citewise.api.identity.groups import GroupMap
 from citewise.api.identity.keys import KeyStore
 from citewise.api.identity.tokens import KeySet, TokenPolicy, TokenVerifier
@@ -402,6 +402,7 @@ def build_door(settings: Settings, catalog: Catalog, *, operator_token: str | No
         operator_token=operator_token,
         required=required,
         trust_headers=settings.insecure_trust_identity_headers,
+        group_bounds=GroupBounds(settings.max_asserted_groups, settings.max_group_name),
     )
     if not is_loopback(bind_host) and not settings.insecure_trust_identity_headers:
         if settings.require_auth is False:
@@ -417,6 +418,15 @@ def build_door(settings: Settings, catalog: Catalog, *, operator_token: str | No
                      "CITEWISE_ACCESS_AUD) or OIDC (CITEWISE_OIDC_ISSUER...); behind a proxy "
                      "that sets X-Citewise-User/Groups itself, pass "
                      "--insecure-trust-identity-headers")
+    local_mode = not required and not settings.insecure_trust_identity_headers
+    if local_mode and "*" in settings.csv(settings.trusted_proxies):
+        # Local mode gives callers on this machine every scope, and with * any caller could
+        # reach the server through something that connects from this machine and say so.
+        raise ConfigError(
+            "CITEWISE_TRUSTED_PROXIES=* cannot be combined with local mode, where a caller "
+            "whose address is this machine's gets the ingest and admin scopes",
+            hint="name the proxies (CITEWISE_TRUSTED_PROXIES=127.0.0.1), or require "
+                 "authentication (CITEWISE_REQUIRE_AUTH=true)")
     if settings.insecure_trust_identity_headers:
         log.warning("INSECURE: X-Citewise-User/Groups are believed from every caller "
                     "(--insecure-trust-identity-headers); only safe behind a proxy that sets "

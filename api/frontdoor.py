@@ -27,12 +27,16 @@ from citewise import metrics
 from citewise.api.identity.caller import Caller
 from citewise.api.metering.usage import Usage
 from citewise.api.middleware import send_problem
-from citewise.errors import CitewiseError, ForbiddenError
+from citewise.errors import BadRequestError, CitewiseError, ForbiddenError
 from citewise.logs import REQUEST_ID
 
 log = logging.getLogger("citewise.api")
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+# Control characters other than tab. uvicorn's parser (h11) refuses NUL, CR and LF itself with a
+# plain-text 400 before any app runs; the others it lets through, and they would reach logs,
+# the audit log and identities.
+_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,7 @@ class FrontDoor:
         started = time.perf_counter()
         status = {"code": 500}
         caller: Caller | None = None
+        decision = None  # the rate limiter's, settled once the route has answered
         door = scope["app"].state.door
 
         async def send_with_headers(message: Message) -> None:
@@ -129,6 +134,14 @@ class FrontDoor:
         try:
             client = scope.get("client")
             address = client[0] if client else None
+            bad = next((name for name, value in scope.get("headers", [])
+                        if _CONTROL.search(value)), None)
+            if bad is not None:
+                await send_problem(send_with_headers, BadRequestError(
+                    f"the {bad.decode('latin-1')[:64]} header holds a control character",
+                    hint="header values are text: no control characters other than tab"),
+                    path=path)
+                return
             if rule is not None or path in OPTIONAL_AUTH:
                 try:
                     caller = door.authenticator.authenticate(headers, address)
@@ -160,6 +173,8 @@ class FrontDoor:
                     return
             await self.app(scope, receive, send_with_headers)
         finally:
+            if decision is not None:
+                door.limiter.settle(rule.rate_class, decision, status["code"])
             if rule is not None:
                 self._record(door, scope, state, rule, caller, method, status["code"],
                              started, request_id)

@@ -268,8 +268,9 @@ class Settings(BaseSettings):
         "egress proxy); the bot's tokens come from SLACK_BOT_TOKEN, SLACK_APP_TOKEN and "
         "SLACK_SIGNING_SECRET.")
     slack_state: Path | None = Field(
-        default=None, description="SQLite file mapping Slack threads to conversations; unset "
-        "= slack-threads.db in the data folder.")
+        default=None, description="SQLite file mapping Slack threads to conversations (and "
+        "the event ids the bot has taken, so none is answered twice); unset = "
+        "slack-threads.db in the data folder.")
     sse_keepalive: float = Field(
         default=15.0, gt=0, description="Seconds of quiet after which a streamed answer sends "
         "a `: ping` comment, so proxies keep the connection open.")
@@ -377,6 +378,12 @@ class Settings(BaseSettings):
     quota_search_per_day: int = Field(default=0, ge=0, description="0 = unlimited.")
     quota_answer_per_day: int = Field(default=0, ge=0, description="0 = unlimited.")
     quota_ingest_per_day: int = Field(default=0, ge=0, description="0 = unlimited.")
+    identity_key_limits: str = Field(
+        default="search_per_minute=1200,answer_per_minute=300,ingest_per_minute=100",
+        description="Limits a key that may assert identity (the Slack bot's) has as a whole, "
+        "over everyone it names in X-Citewise-User, unless it was created with its own "
+        "(--limit); without them, naming a new user each request would be a new allowance. "
+        "Comma-separated NAME=N as for --limit; empty = none.")
     usage_raw_days: int = Field(
         default=7, ge=1, description="Days each request is kept row by row; then per hour."
     )
@@ -400,12 +407,30 @@ class Settings(BaseSettings):
     )
     trusted_proxies: str | None = Field(
         default=None,
-        description="Addresses of reverse proxies whose X-Forwarded-For is believed "
-        "(comma-separated, or *); unset = the client address is the socket's.",
+        description="Addresses or networks of reverse proxies whose X-Forwarded-For is believed "
+        "(comma-separated), read from the right: the first address that is not a trusted proxy "
+        "is the client; * = whoever connects, and only the entry it appended (refused in local "
+        "mode); unset = the client address is the socket's.",
     )
     max_request_bytes: int = Field(
         default=1_048_576, ge=1024, description="Largest request body accepted (bytes)."
     )
+    http_keep_alive: float = Field(
+        default=5.0, gt=0, description="Seconds an idle kept-alive connection stays open.")
+    http_header_timeout: float = Field(
+        default=10.0, gt=0, description="Seconds a connection has to send a request's line "
+        "and headers (after opening, or after its previous response) before it is closed.")
+    http_max_header_bytes: int = Field(
+        default=65_536, ge=4096, description="Largest request head (request line and headers) "
+        "accepted, in bytes; larger is a 431.")
+    http_max_concurrency: int = Field(
+        default=1000, ge=1, description="Most connections and requests served at once; "
+        "more are answered 503.")
+    max_asserted_groups: int = Field(
+        default=256, ge=1, description="Most groups X-Citewise-Groups may name; more is a 400.")
+    max_group_name: int = Field(
+        default=128, ge=1, le=1024, description="Longest group name X-Citewise-Groups may "
+        "hold (characters); longer is a 400.")
 
     @field_validator("default_readers", mode="before")
     @classmethod

@@ -72,7 +72,9 @@ def keys() -> None:
                    "ends such as the Slack bot only).")
 @click.option("--expires", help="90d, 12h, 30m or an ISO date (default: never).")
 @click.option("--limit", "limits", multiple=True, metavar="NAME=N",
-              help="The key's own limit, e.g. answer_per_minute=600 (repeatable).")
+              help="The key's own limit, e.g. answer_per_minute=600 (repeatable). A key "
+                   "that may assert identity has CITEWISE_IDENTITY_KEY_LIMITS for those not "
+                   "given.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
 def create(obj: Context, name: str, scopes: str, principal: str | None, assert_identity: bool,
@@ -80,6 +82,7 @@ def create(obj: Context, name: str, scopes: str, principal: str | None, assert_i
     """Create a key and print its secret (once)."""
     from citewise.api.identity.keys import KeyStore
     from citewise.api.metering.audit import AuditLog
+    from citewise.api.metering.limits import identity_key_limits, key_limits
 
     with _catalog(obj) as catalog:
         key, secret = KeyStore(catalog).create(
@@ -89,14 +92,25 @@ def create(obj: Context, name: str, scopes: str, principal: str | None, assert_i
                                  detail={"scopes": sorted(key.scopes), "principal": key.principal,
                                          "assert_identity": key.assert_identity,
                                          "expires_at": key.expires_at, "via": "cli"})
+    # What the key as a whole may do: its own limits, and for a key that names its users the
+    # defaults it draws on too (CITEWISE_IDENTITY_KEY_LIMITS), so the operator is not surprised.
+    caps = {k: v for k, v in key_limits(key.limits, key.assert_identity,
+                                        identity_key_limits(obj.settings)).items()
+            if v and k.split("_per_")[0] in key.scopes}
     if as_json:
-        click.echo(json.dumps({**key.public(), "secret": secret}, indent=2))
+        click.echo(json.dumps({**key.public(), "key_limits": caps, "secret": secret}, indent=2))
         return
     click.echo(f"created key {key.name!r} (scopes {','.join(sorted(key.scopes))}"
                + (f", acts as {key.principal}" if key.principal else "")
                + (", may assert identity" if key.assert_identity else "")
                + (f", expires {key.expires_at}" if key.expires_at else "") + ")")
     click.echo(secret)
+    if caps:
+        defaulted = sorted(set(caps) - set(key.limits))
+        click.echo("limits for the key as a whole, over everyone it acts for: "
+                   + ", ".join(f"{k}={v}" for k, v in sorted(caps.items()))
+                   + (f" ({', '.join(defaulted)} from CITEWISE_IDENTITY_KEY_LIMITS; set your "
+                      "own with --limit NAME=N, 0 = unlimited)" if defaulted else ""))
     click.echo("store it now: it is not shown again", err=True)
 
 

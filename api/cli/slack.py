@@ -25,6 +25,7 @@ def build_bot(obj: Context, *, http: bool):
 
     from citewise.api.slack.api import CitewiseAPI
     from citewise.api.slack.bot import Bot, ChannelConfig, build_app
+    from citewise.api.slack.deliveries import Deliveries
     from citewise.api.slack.people import People
     from citewise.api.slack.threads import Threads
 
@@ -39,7 +40,7 @@ def build_bot(obj: Context, *, http: bool):
     channels = {c.id: ChannelConfig(**c.model_dump()) for c in settings.slack_channels}
     state = settings.slack_state or settings.data_dir / "slack-threads.db"
     bot = Bot(api, client, server_url=server, people=People(client, settings.slack_groups),
-              threads=Threads(state), channels=channels)
+              threads=Threads(state), channels=channels, deliveries=Deliveries(state))
     return bot, build_app(bot, signing_secret=secret)
 
 

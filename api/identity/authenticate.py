@@ -27,6 +27,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import re
+from dataclasses import dataclass
 
 from starlette.datastructures import Headers
 
@@ -43,7 +44,7 @@ GROUPS_HEADER = "x-citewise-groups"
 ACCESS_HEADER = "cf-access-jwt-assertion"
 SINGLE_HEADERS = (USER_HEADER, GROUPS_HEADER, OPERATOR_HEADER, "authorization", ACCESS_HEADER)
 _USER = re.compile(r"^[^\s,;]{1,256}$")
-_GROUP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
+_GROUP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]*$")  # its length: GroupBounds
 
 
 class Authenticator:
@@ -62,6 +63,7 @@ class Authenticator:
         operator_token: str | None = None,
         required: bool = False,
         trust_headers: bool = False,
+        group_bounds: GroupBounds | None = None,
     ) -> None:
         self.keys = keys
         self.groups = groups
@@ -75,6 +77,7 @@ class Authenticator:
         self.operator_token = operator_token
         self.required = required
         self.trust_headers = trust_headers
+        self.group_bounds = group_bounds or GroupBounds()
 
     @property
     def methods(self) -> list[str]:
@@ -102,7 +105,7 @@ class Authenticator:
                     operator.encode("utf-8"), self.operator_token.encode("utf-8"))):
                 raise AuthError("the operator token is not valid",
                                 hint="it is the one in <data dir>/server.json of this server")
-            return Caller(_asserted(headers) or Identity(), ALL_SCOPES, "operator")
+            return Caller(self._named(headers) or Identity(), ALL_SCOPES, "operator")
         authorization = headers.get("authorization")
         if authorization is not None:
             scheme, _, token = authorization.partition(" ")
@@ -124,7 +127,7 @@ class Authenticator:
             return self._sso(self.access.verify(assertion), headers, "email",
                              self.access_groups_claim, "access")
         if self.trust_headers:
-            return Caller(_asserted(headers) or Identity(), self.sso_scopes, "headers")
+            return Caller(self._named(headers) or Identity(), self.sso_scopes, "headers")
         if self.required:
             raise AuthError(
                 "this server requires an API key or a sign-in token",
@@ -133,12 +136,15 @@ class Authenticator:
         scopes = frozenset({"search", "answer"})
         if _loopback(client):
             scopes = ALL_SCOPES
-        return Caller(_asserted(headers) or Identity(), scopes, "local")
+        return Caller(self._named(headers) or Identity(), scopes, "local")
 
     # ------------------------------------------------------------------------------------------
+    def _named(self, headers: Headers) -> Identity | None:
+        return _asserted(headers, self.group_bounds)
+
     def _key(self, secret: str, headers: Headers) -> Caller:
         key = self.keys.verify(secret)
-        asserted = _asserted(headers)
+        asserted = self._named(headers)
         if asserted is not None and not key.assert_identity:
             raise ForbiddenError(
                 f"the key {key.name!r} may not name the user it acts for",
@@ -153,11 +159,11 @@ class Authenticator:
         else:
             identity = Identity()
         return Caller(identity, key.scopes, "key", key=key.name, limits=key.limits,
-                      key_id=key.id)
+                      key_id=key.id, asserts_identity=key.assert_identity)
 
     def _sso(self, claims: dict, headers: Headers, user_claim: str, groups_claim: str | None,
              method: str) -> Caller:
-        if _asserted(headers) is not None:
+        if self._named(headers) is not None:
             raise ForbiddenError("X-Citewise-User/Groups cannot be combined with a sign-in token",
                                  hint="the token says who you are; drop the headers")
         user = claims.get(user_claim) or claims.get("email") or claims.get("common_name") \
@@ -176,16 +182,48 @@ class Authenticator:
         return Caller(Identity(user=user, groups=tuple(groups)), scopes, method)
 
 
-def _asserted(headers: Headers) -> Identity | None:
+@dataclass(frozen=True)
+class GroupBounds:
+    """How many groups ``X-Citewise-Groups`` may name, and how long each may be
+    (``CITEWISE_MAX_ASSERTED_GROUPS``, ``CITEWISE_MAX_GROUP_NAME``)."""
+
+    count: int = 256
+    length: int = 128
+
+
+def header_text(value: str | None) -> str:
+    """A header value as the text its sender meant. HTTP carries bytes, which Starlette reads
+    as latin-1; a client (the Slack bot, curl) sending a name like ``zoë`` sends its UTF-8
+    bytes, so a value that is valid UTF-8 is read as UTF-8 (a latin-1 reading of such bytes is
+    mojibake no one meant), and any other value stays latin-1."""
+    if not value:
+        return value or ""
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return value
+
+
+def _asserted(headers: Headers, bounds: GroupBounds = GroupBounds()) -> Identity | None:
     """The identity named in the headers, or ``None`` when they name none."""
-    user = (headers.get(USER_HEADER) or "").strip()
-    raw_groups = headers.get(GROUPS_HEADER) or ""
+    user = header_text(headers.get(USER_HEADER)).strip()
+    raw_groups = header_text(headers.get(GROUPS_HEADER))
     groups = tuple(g.strip() for g in raw_groups.split(",") if g.strip())
     if not user and not groups:
         return None
     if user and not _USER.match(user):
         raise BadRequestError(f"{USER_HEADER} is not a user name: {user[:40]!r}",
                               hint="one name without spaces or commas, e.g. dana@example.com")
+    if len(groups) > bounds.count:
+        raise BadRequestError(f"{GROUPS_HEADER} names {len(groups)} groups, more than the "
+                              f"{bounds.count} accepted",
+                              hint="name the groups that matter for reading; the limit is "
+                                   "CITEWISE_MAX_ASSERTED_GROUPS")
+    long = [g[:40] + "..." for g in groups if len(g) > bounds.length]
+    if long:
+        raise BadRequestError(f"{GROUPS_HEADER} holds names longer than {bounds.length} "
+                              f"characters: {long[:3]}",
+                              hint="the limit is CITEWISE_MAX_GROUP_NAME")
     bad = [g for g in groups if not _GROUP.match(g)]
     if bad:
         raise BadRequestError(f"{GROUPS_HEADER} holds names that are not groups: {bad[:3]}",

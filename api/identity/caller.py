@@ -29,6 +29,7 @@ class Caller:
     # A key created with --shares-conversations: its conversations are its principal's, the
     # same as that person's sign-in sessions (otherwise each key's are its own).
     shares_conversations: bool = False
+    asserts_identity: bool = False  # a key that may name the end user: capped as a whole
 
     @property
     def principal(self) -> str:

@@ -10,7 +10,10 @@ Verified with PyJWT against the issuer's JSON Web Key Set, never by hand:
   once (providers rotate keys: Access every six weeks), no more often than every
   ``REFETCH_INTERVAL`` seconds, so random kids cannot make us hammer the provider;
 * when the key set cannot be fetched and no cached key fits, the answer is 503: never "let it
-  through", never "everyone is anonymous".
+  through", never "everyone is anonymous"; the key set's address and the error are logged, not
+  shown to the (unauthenticated) caller;
+* a token whose header is malformed (not JSON, a ``kid`` that is not a string, an unknown
+  ``crit`` extension, an ``alg`` that is not a name) is a 401 like any other bad token.
 """
 
 from __future__ import annotations
@@ -103,10 +106,15 @@ class KeySet:
             self._fetched_at = time.monotonic()
         except (httpx.HTTPError, OSError, ValueError) as e:
             if required or not self._keys:
+                # The URL and the error stay in the log: the caller is not signed in yet, and
+                # where our provider lives (an internal host name, a tenant id) is not theirs.
+                log.error("the identity provider's keys cannot be read from %s: %s",
+                          self.source, e)
                 raise IdentityProviderUnavailable(
-                    f"the identity provider's keys cannot be read from {self.source}: {e}",
-                    hint="tokens cannot be verified until it answers; check the JWKS URL and "
-                         "the network, or set a JWKS file") from e
+                    "the identity provider's signing keys cannot be read, so sign-in tokens "
+                    "cannot be verified",
+                    hint="retry in a moment; an administrator finds the key set's address and "
+                         "the error in the server's log") from e
             log.warning("refreshing the keys from %s failed (keeping the cached ones): %s",
                         self.source, e)
 
@@ -137,14 +145,21 @@ class TokenVerifier:
         name = self.policy.name
         try:
             header = jwt.get_unverified_header(token)
-        except jwt.DecodeError:
-            raise AuthError(f"the {name} token is not a JWT", hint=_SIGN_IN) from None
-        alg = header.get("alg")
-        if alg not in ASYMMETRIC:
-            raise AuthError(f"the {name} token uses algorithm {alg!r}, which is not accepted",
-                            hint="tokens must be signed with the provider's private key "
-                                 "(RS256, ES256...)")
-        jwk = self.keys.key(header.get("kid"))
+        except jwt.InvalidTokenError as e:
+            # DecodeError (not base64, not JSON, not an object) and its siblings for a header
+            # of the wrong shape: a kid that is not a string, a crit extension PyJWT does not
+            # know. All are the caller's token, so all are a 401, never a 500.
+            raise AuthError(f"the {name} token is not a JWT we can read: {e}",
+                            hint=_SIGN_IN) from None
+        alg, kid = header.get("alg"), header.get("kid")
+        # Checked before any lookup: a list or an object here would be an unhashable key.
+        if not isinstance(alg, str) or alg not in ASYMMETRIC:
+            raise AuthError(f"the {name} token uses algorithm {str(alg)[:40]!r}, which is not "
+                            "accepted", hint="tokens must be signed with the provider's private "
+                                             "key (RS256, ES256...)")
+        if kid is not None and not isinstance(kid, str):
+            raise AuthError(f"the {name} token's key id (kid) is not a string", hint=_SIGN_IN)
+        jwk = self.keys.key(kid)
         if jwk is None:
             raise AuthError(f"the {name} token is signed with a key the provider does not list "
                             f"(kid {header.get('kid')!r})", hint=_SIGN_IN)

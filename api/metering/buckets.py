@@ -83,6 +83,15 @@ class TokenBuckets:
         return Decision(allowed, policy, max(0, math.floor(tokens)), max(0, reset),
                         tuple(policies))
 
+    def give_back(self, policies: tuple[Policy, ...] | list[Policy],
+                  now: float | None = None) -> None:
+        """Return the token a request took from each bucket (never above the bucket's size)."""
+        now = time.time() if now is None else now
+        with self._lock:
+            for p in policies:
+                self._buckets[p.bucket] = (min(float(p.quota), self._level(p, now) + 1.0), now)
+                self._dirty.add(p.bucket)
+
     def _level(self, p: Policy, now: float) -> float:
         tokens, at = self._buckets.get(p.bucket, (float(p.quota), now))
         rate = p.quota / p.window

@@ -12,6 +12,9 @@ readable by everyone) and never as the asker: a member of ``security`` asking in
 channel gets only what the channel may see, and is told to ask in a DM for the rest. A channel
 whose members all belong to a group (``#sec-incidents``) is configured with that audience.
 
+Slack delivers events at least once (retries, replays within the signature's five minutes): an
+``event_id`` already taken is acknowledged and not answered again (``deliveries.py``).
+
 Within Slack's three seconds the request is acknowledged (Bolt answers the HTTP request or the
 Socket Mode envelope before the listener runs) and a 👀 reaction shows it is being worked on;
 the answer follows in the thread.
@@ -24,11 +27,12 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from slack_bolt import App
+from slack_bolt import App, BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from citewise.api.slack.api import CitewiseAPI, CitewiseUnavailable
+from citewise.api.slack.deliveries import Deliveries
 from citewise.api.slack.people import People, UnknownPerson
 from citewise.api.slack.render import render
 from citewise.api.slack.threads import Threads
@@ -64,13 +68,15 @@ class Asked:
 class Bot:
     def __init__(self, api: CitewiseAPI, client: WebClient, *, server_url: str,
                  people: People | None = None, threads: Threads | None = None,
-                 channels: dict[str, ChannelConfig] | None = None) -> None:
+                 channels: dict[str, ChannelConfig] | None = None,
+                 deliveries: Deliveries | None = None) -> None:
         self.api = api
         self.client = client
         self.server_url = server_url
         self.people = people or People(client)
         self.threads = threads or Threads()
         self.channels = channels or {}
+        self.deliveries = deliveries or Deliveries()
         self.ack_seconds: list[float] = []  # event received -> 👀 (for the tests and logs)
 
     def channel(self, channel_id: str) -> ChannelConfig:
@@ -190,6 +196,19 @@ def build_app(bot: Bot, *, signing_secret: str | None) -> App:
     app = App(client=bot.client, signing_secret=signing_secret,
               token_verification_enabled=False, process_before_response=False,
               request_verification_enabled=signing_secret is not None)
+
+    # After Bolt's signature check (an unsigned request must not take an event id), before any
+    # listener: a retried or replayed event is acknowledged, and not answered again.
+    @app.middleware
+    def once_per_event(req, body, next):
+        event_id = body.get("event_id") if isinstance(body, dict) else None
+        if event_id and not bot.deliveries.first(str(event_id)):
+            retry = (req.headers.get("x-slack-retry-num") or [None])[0]
+            log.info("event %s delivered again (retry %s, %s): acknowledged, not answered",
+                     event_id, retry or "none",
+                     (req.headers.get("x-slack-retry-reason") or ["a replay"])[0])
+            return BoltResponse(status=200, body="")
+        return next()
 
     @app.event("app_mention")
     def on_mention(event, logger):

@@ -6,7 +6,7 @@
 (() => {
   const $ = (id) => document.getElementById(id);
   // A pasted key lives in this page's memory only: not in storage, where any other script
-  // of this origin (the API reference at /docs loads one from a CDN) could read it.
+  // of this origin (the API reference at /docs runs Swagger UI's large bundle) could read it.
   const state = { me: null, key: null, conversation: null, turns: 0, controller: null, busy: false };
 
   // ---------- small helpers ----------

@@ -186,6 +186,48 @@ def test_3_x_forwarded_for_is_believed_only_from_trusted_proxies(make_services, 
         assert remote_claim.status_code == 403 and local_claim.status_code == 200
 
 
+def test_3_a_wildcard_proxy_setting_is_refused_in_local_mode(make_services, tmp_path):
+    """Found by the probe (issue 30, item 4): with CITEWISE_TRUSTED_PROXIES=* in local mode,
+    ``X-Forwarded-For: 127.0.0.1, 10.0.0.9`` made any caller the local operator."""
+    from citewise.errors import ConfigError
+
+    with pytest.raises(ConfigError) as raised:
+        create_app(services=make_services(trusted_proxies="*"))
+    assert "local mode" in raised.value.message and "REQUIRE_AUTH" in raised.value.hint
+    with pytest.raises(ConfigError) as raised:
+        create_app(services=make_services(tmp_path / "other", require_auth=True,
+                                          trusted_proxies="10.0.0.5,proxy.internal"))
+    assert "CITEWISE_TRUSTED_PROXIES" in raised.value.message
+
+
+@pytest.mark.parametrize("trusted,forwarded,seen", [
+    # Whoever connects is trusted, and only the entry it appended: never the client's own.
+    ("*", "127.0.0.1, 10.0.0.9", "10.0.0.9"),
+    ("*", "127.0.0.1", "127.0.0.1"),
+    # From the right, past the trusted proxies, to the first address that is not one.
+    ("127.0.0.1,10.0.0.0/8", "127.0.0.1, 203.0.113.9, 10.0.0.9", "203.0.113.9"),
+    ("127.0.0.1", "127.0.0.1, 10.0.0.9", "10.0.0.9"),
+    ("127.0.0.1", "::1, [2001:db8::7]:4711", "2001:db8::7"),
+])
+def test_3_the_client_is_the_right_most_address_that_is_not_a_trusted_proxy(
+        make_services, trusted, forwarded, seen):
+    services = make_services(trusted_proxies=trusted, require_auth=True)
+    with LiveServer(create_app(services=services), services.settings) as url:
+        resp = httpx.get(f"{url}/v1/ingest/runs", headers={"X-Forwarded-For": forwarded})
+    assert resp.status_code == 401
+    clients = [r["client"] for r in services.catalog.connection().execute(
+        "SELECT client FROM audit WHERE action = 'request.refused'")]
+    assert clients == [seen]
+
+
+def test_3_a_forged_loopback_hop_through_a_trusted_proxy_is_not_local(make_services):
+    services = make_services(trusted_proxies="127.0.0.1")
+    with LiveServer(create_app(services=services), services.settings) as url:
+        forged = httpx.get(f"{url}/v1/ingest/runs",
+                           headers={"X-Forwarded-For": "127.0.0.1, 10.0.0.9"})
+    assert forged.status_code == 403, forged.text
+
+
 # 6. Wiped or emptied state ---------------------------------------------------------------
 
 

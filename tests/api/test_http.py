@@ -443,7 +443,20 @@ def test_the_api_reference_loads_nothing_from_elsewhere(client):
     sources = re.findall(r'(?:src|href)="([^"]+)"', page.text)
     assert sources and all(s.startswith("/docs/assets/") for s in sources), sources
     assert "http://" not in page.text and "https://" not in page.text
-    assert "'/openapi.json'" in page.text or '"/openapi.json"' in page.text
+    assert 'data-openapi-url="/openapi.json"' in page.text
+    # A strict policy: script from this server only, so no inline script may be on the page
+    # (FastAPI's own page starts Swagger UI with one, which would need 'unsafe-inline').
+    csp = dict(d.strip().split(" ", 1) for d in page.headers["content-security-policy"].split(";"))
+    assert csp["script-src"] == "'self'" and csp["default-src"] == "'none'", csp
+    assert "unsafe" not in csp["script-src"] and csp["connect-src"] == "'self'"
+    scripts = re.findall(r"<script([^>]*)>(.*?)</script>", page.text, flags=re.S)
+    assert [attrs.strip() for attrs, _ in scripts] == [
+        'src="/docs/assets/swagger-ui-bundle.js"', 'src="/docs/assets/swagger-init.js"']
+    assert all(body.strip() == "" for _, body in scripts)
+    assert not re.search(r"\son[a-z]+=", page.text)  # nor inline event handlers
+    init = client.get("/docs/assets/swagger-init.js")
+    assert init.status_code == 200 and "SwaggerUIBundle(" in init.text
+    assert init.headers["content-type"].startswith("text/javascript")
     script = client.get("/docs/assets/swagger-ui-bundle.js")
     assert script.status_code == 200 and "SwaggerUIBundle" in script.text
     assert script.headers["content-type"].startswith("text/javascript")

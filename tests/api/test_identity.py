@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -18,6 +19,7 @@ from citewise.ingest.jobs import run_source
 from citewise.settings import GroupConfig
 from tests.fakes.identity_provider import IdentityProvider, SigningKey
 from tests.kb import SECRET, SECRET_WORDS, folder_source, make_key
+from tests.live import LiveServer
 
 AUD = "4714c1358e65fe4b408ad6d432a5f878f08194bdb4752441fd56faefa9b2b6f2"
 CLIENT_ID = "citewise"
@@ -31,7 +33,7 @@ def idp():
         yield provider
 
 
-def _services(make_services, kb, idp, **overrides):
+def _services(make_services, kb, idp, *, ingest=True, **overrides):
     services = make_services(
         require_auth=True,
         access_team_domain=idp.access_issuer, access_aud=AUD,
@@ -42,7 +44,9 @@ def _services(make_services, kb, idp, **overrides):
     services.settings.groups = [GroupConfig(name="security", members=["Dana@Example.com"]),
                                 GroupConfig(name="platform", members=["ops@example.com"]),
                                 GroupConfig(name="engineering", email_domains=["example.com"])]
-    assert run_source(services.pipeline, folder_source(kb), trigger="t").status == "succeeded"
+    if ingest:
+        assert run_source(services.pipeline, folder_source(kb), trigger="t").status == \
+            "succeeded"
     return services
 
 
@@ -172,16 +176,20 @@ def test_a_rotated_key_is_picked_up(make_services, kb, idp, monkeypatch):
         assert c.post("/v1/search", json={"query": "redis"}, headers=old).status_code == 200
 
 
-def test_an_unreachable_key_set_is_503_never_a_pass(make_services, kb, idp):
+def test_an_unreachable_key_set_is_503_never_a_pass(make_services, kb, idp, caplog):
     services = _services(make_services, kb, idp)
     idp.down = True
     with TestClient(create_app(services=services), client=LOOPBACK) as c:
         token = {"Cf-Access-Jwt-Assertion": idp.access_token("dana@example.com", AUD)}
-        resp = c.post("/v1/answer", json=SECRET_Q, headers=token)
+        with caplog.at_level("ERROR", logger="citewise.identity"):
+            resp = c.post("/v1/answer", json=SECRET_Q, headers=token)
         assert resp.status_code == 503, resp.text
         body = resp.json()
         assert body["type"] == "urn:citewise:error:identity_provider_unavailable"
-        assert idp.access_certs_url in body["detail"] and body["hint"]
+        assert body["detail"] and body["hint"]
+        # Where the key set lives is for the operator's log, not for an unauthenticated caller.
+        assert idp.url not in resp.text and "127.0.0.1" not in resp.text
+        assert idp.access_certs_url in caplog.text and "503" in caplog.text
         assert not any(w in resp.text for w in SECRET_WORDS)
         idp.down = False
         assert _cites_secret(c.post("/v1/answer", json=SECRET_Q, headers=token))
@@ -243,3 +251,51 @@ def test_local_mode_is_loopback_only_for_operators(make_services):
         assert remote.get("/v1/keys").status_code == 403
     with TestClient(create_app(services=services), client=LOOPBACK) as local:
         assert local.get("/v1/keys").status_code == 200
+
+
+def _raw_token(header, payload: dict | None = None) -> str:
+    """A token whose header is whatever the test says, JSON or not; signature bytes are junk
+    (these must be refused before any key is looked up)."""
+    import base64
+    import json
+
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    raw = header if isinstance(header, bytes) else json.dumps(header).encode()
+    return f"{b64(raw)}.{b64(json.dumps(payload or {'sub': 'x'}).encode())}.{b64(b'sig')}"
+
+
+MALFORMED = {
+    "kid is a number": lambda idp: _raw_token({"alg": "RS256", "kid": 7}),
+    "kid is an object": lambda idp: _raw_token({"alg": "RS256", "kid": {"k": idp.keys[0].kid}}),
+    "crit extension": lambda idp: _raw_token({"alg": "RS256", "kid": idp.keys[0].kid,
+                                              "crit": ["exp"], "exp": 1}),
+    "header is not JSON": lambda idp: _raw_token(b'{"alg": "RS256", "kid": '),
+    "header is a list": lambda idp: _raw_token(["RS256"]),
+    "alg is a list": lambda idp: _raw_token({"alg": ["RS256"], "kid": idp.keys[0].kid}),
+    "alg is an object": lambda idp: _raw_token({"alg": {"RS256": 1}, "kid": "x"}),
+    "not base64": lambda idp: "%%%.%%%.%%%",
+}
+
+
+def test_malformed_token_headers_are_401s_with_an_audit_entry(make_services, kb, idp):
+    """Found by the probe (issue 30, item 6): a non-string kid or a crit header was a 500 from
+    inside the verifier, before authentication, and so never reached the audit log."""
+    services = _services(make_services, kb, idp, ingest=False)
+    tokens = {name: make(idp) for name, make in MALFORMED.items()}
+    with LiveServer(create_app(services=services), services.settings) as url:
+        for name, token in tokens.items():
+            for headers in ({"Cf-Access-Jwt-Assertion": token},
+                            {"Authorization": f"Bearer {token}"}):
+                resp = httpx.post(f"{url}/v1/search", json={"query": "redis"},
+                                  headers=headers)
+                assert resp.status_code == 401, (name, resp.status_code, resp.text)
+                assert resp.headers["content-type"].startswith("application/problem+json")
+                assert resp.json()["type"] == "urn:citewise:error:unauthorized", name
+                assert resp.headers["www-authenticate"].startswith("Bearer")
+    refused = services.catalog.connection().execute(
+        "SELECT count(*) FROM audit WHERE action = 'request.refused' "
+        "AND json_extract(detail, '$.status') = 401").fetchone()[0]
+    # Every refusal is audited (below the audit log's 20 per client and minute).
+    assert refused == 2 * len(tokens) <= 20

@@ -170,7 +170,9 @@ def test_over_the_limit_is_429_with_the_standard_headers(make_services, kb):
             resp = c.post("/v1/answer", json={"question": "redis?"}, headers=dana)
             assert resp.status_code == 200
             assert resp.headers["ratelimit"].startswith(f'"answer-minute";r={remaining};t=')
-            assert resp.headers["ratelimit-policy"] == '"answer-minute";q=3;w=60'
+            # The person's limit, and the bot key's as a whole (CITEWISE_IDENTITY_KEY_LIMITS).
+            assert resp.headers["ratelimit-policy"] == \
+                '"answer-minute";q=3;w=60, "key-answer-minute";q=300;w=60'
         refused = c.post("/v1/answer", json={"question": "redis?"}, headers=dana)
         assert refused.status_code == 429
         problem = refused.json()
@@ -196,6 +198,81 @@ def test_a_key_of_its_own_caps_everyone_it_acts_for(make_services, kb):
                          headers={**bot, "X-Citewise-User": "c"})
         assert refused.status_code == 429
         assert "key-answer-minute" in refused.json()["detail"]
+
+
+def test_the_ingest_limit_counts_jobs_started_not_refusals(make_services, tmp_path):
+    """The docs say ``ingest`` counts jobs started; the probe (issue 30, item 15a) found that
+    refused requests (403, 422) used up the minute's allowance too."""
+    allowed = tmp_path / "allowed"
+    (allowed / "docs").mkdir(parents=True)
+    (allowed / "docs" / "guide.md").write_text("# Guide\n\nDeploys go out on Tuesdays.\n")
+    services = make_services(require_auth=True, rate_ingest_per_minute=2,
+                             ingest_allowed_paths=str(allowed), default_readers="group:eng")
+    key = make_key(services, "ci", "ingest")
+    with TestClient(create_app(services=services), client=LOOPBACK) as c:
+        for _ in range(3):  # a folder outside the allowed ones: 403
+            resp = c.post("/v1/ingest/jobs", json={"path": str(tmp_path)}, headers=key)
+            assert resp.status_code == 403, resp.text
+        for _ in range(3):  # a body that does not validate: 422
+            resp = c.post("/v1/ingest/jobs", json={"path": 7, "nonsense": True}, headers=key)
+            assert resp.status_code == 422, resp.text
+        started = c.post("/v1/ingest/jobs", json={"path": str(allowed / "docs")}, headers=key)
+        assert started.status_code == 202, started.text
+        # The six refusals took nothing: one job started, one left of two.
+        assert started.headers["ratelimit"].startswith('"ingest-minute";r=1;'), \
+            started.headers["ratelimit"]
+        wait_for_job(c, started.json()["id"], key)
+        assert c.post("/v1/ingest/jobs", json={"path": str(allowed / "docs")},
+                      headers=key).status_code == 202
+        refused = c.post("/v1/ingest/jobs", json={"path": str(allowed / "docs")}, headers=key)
+        assert refused.status_code == 429, refused.text
+
+
+def wait_for_job(client: TestClient, job_id: str, headers: dict) -> dict:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        job = client.get(f"/v1/ingest/jobs/{job_id}", headers=headers).json()
+        if job["status"] in ("done", "failed"):
+            return job
+        time.sleep(0.1)
+    raise AssertionError(f"job {job_id} did not finish")
+
+
+def test_a_key_that_names_its_users_is_capped_as_a_whole_by_default(make_services):
+    """Found by the probe (issue 30, item 5): without --limit, a key that may assert identity
+    named a new X-Citewise-User on each request and got a fresh per-person allowance each
+    time."""
+    services = make_services(require_auth=True, rate_search_per_minute=100,
+                             identity_key_limits="search_per_minute=3")
+    bot = make_key(services, "bot", "search", assert_identity=True)
+    ci = make_key(services, "ci", "search", principal="user:ci")
+    with TestClient(create_app(services=services), client=LOOPBACK) as c:
+        for user in ("a", "b", "c"):
+            resp = c.post("/v1/search", json={"query": "redis"},
+                          headers={**bot, "X-Citewise-User": user})
+            assert resp.status_code == 200, resp.text
+        refused = c.post("/v1/search", json={"query": "redis"},
+                         headers={**bot, "X-Citewise-User": "d"})
+        assert refused.status_code == 429, refused.text
+        assert "key-search-minute" in refused.json()["detail"]
+        assert '"key-search-minute";q=3;w=60' in refused.headers["ratelimit-policy"]
+        # A key that acts only as itself has its principal's limit, not the bot default.
+        for _ in range(4):
+            assert c.post("/v1/search", json={"query": "redis"}, headers=ci).status_code == 200
+
+
+def test_a_key_s_own_limits_win_over_the_identity_key_default(make_services):
+    services = make_services(require_auth=True)  # the shipped default
+    bot = make_key(services, "bot", "search,answer", assert_identity=True,
+                   limits=["answer_per_minute=0"])
+    with TestClient(create_app(services=services), client=LOOPBACK) as c:
+        resp = c.post("/v1/search", json={"query": "redis"},
+                      headers={**bot, "X-Citewise-User": "a"})
+        assert resp.status_code == 200, resp.text
+        assert '"key-search-minute";q=1200;w=60' in resp.headers["ratelimit-policy"]
+        resp = c.post("/v1/answer", json={"question": "redis?"},
+                      headers={**bot, "X-Citewise-User": "a"})
+        assert "key-answer" not in resp.headers["ratelimit-policy"]  # its own 0: unlimited
 
 
 def test_limits_survive_a_restart(make_services, kb):
@@ -287,6 +364,13 @@ def test_the_cli_prints_usage_and_manages_keys(services):
     assert line.split()[1] == "3"
     created = run("keys", "create", "ci", "--scopes", "search", "--expires", "90d")
     assert created.splitlines()[1].startswith("cw_")
+    assert "limits" not in created  # a key acting as itself has its principal's limits
+    bot = run("keys", "create", "slack-bot", "--scopes", "search,answer", "--assert-identity",
+              "--limit", "answer_per_minute=600")
+    assert bot.splitlines()[1].startswith("cw_")
+    assert ("limits for the key as a whole, over everyone it acts for: answer_per_minute=600, "
+            "search_per_minute=1200 (search_per_minute from CITEWISE_IDENTITY_KEY_LIMITS"
+            in bot.splitlines()[2]), bot
     assert "ci" in run("keys", "list") and "active" in run("keys", "list")
     assert "revoked key 'ci'" in run("keys", "revoke", "ci")
     assert "key.revoke" in run("audit", "--action", "key.revoke")

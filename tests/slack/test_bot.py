@@ -168,6 +168,60 @@ def test_a_forged_signature_is_rejected(bot_url, slack):
     assert not [a for a in slack.called("chat.postMessage") if a.get("thread_ts") == ts]
 
 
+def test_a_timestamp_that_is_not_a_number_is_refused_not_a_crash(bot_url, slack):
+    """Found by the probe (issue 30, item 7): the SDK's check does int(timestamp), a 500."""
+    url, _ = bot_url
+    body, ts = event({"type": "app_mention", "user": "U0BOB", "channel": "C0INCIDENT",
+                      "text": "<@U0BOT> how do I fail over the redis cache?"})
+    raw, headers = signed(body)
+    for stamp in ("soon", "1e9", "", "١٧٣٣٢٣٠٠٠٠"):  # the last: Arabic-Indic digits
+        resp = httpx.post(f"{url}/slack/events", content=raw,
+                          headers={**headers, "X-Slack-Request-Timestamp": stamp.encode()})
+        assert resp.status_code == 401, (stamp, resp.text)
+        assert resp.headers["content-type"] == "application/problem+json"
+    time.sleep(0.5)
+    assert not [a for a in slack.called("chat.postMessage") if a.get("thread_ts") == ts]
+
+
+def test_a_retried_or_replayed_event_is_answered_once(citewise, slack, tmp_path):
+    """Found by the probe (issue 30, item 7): a validly signed event sent again within five
+    minutes was answered twice. Slack's retries carry the same event_id, with
+    X-Slack-Retry-Num; the ids outlive a restart of the bot."""
+    from citewise.api.slack.deliveries import Deliveries
+
+    state = tmp_path / "slack-threads.db"
+    bot = make_bot(*citewise, slack, tmp_path)
+    bot.deliveries = Deliveries(state)
+    body, ts = event({"type": "app_mention", "user": "U0BOB", "channel": "C0INCIDENT",
+                      "text": "<@U0BOT> how do I fail over the redis cache?"})
+
+    def answers() -> list:
+        return [a for a in slack.called("chat.postMessage") if a.get("thread_ts") == ts]
+
+    with LiveServer(events_app(build_app(bot, signing_secret=SECRET)), Settings()) as url:
+        assert send(url, body).status_code == 200
+        # While the first is being answered, and after: a replay and Slack's retry.
+        assert send(url, body).status_code == 200
+        raw, headers = signed(body)
+        retry = httpx.post(f"{url}/slack/events", content=raw, timeout=10, headers={
+            **headers, "X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"})
+        assert retry.status_code == 200
+        slack.wait_for("chat.postMessage", where=lambda a: a.get("thread_ts") == ts)
+        assert send(url, body).status_code == 200
+        time.sleep(1.0)
+        assert len(answers()) == 1
+    # A new bot process with the same state file does not answer it either.
+    again = make_bot(*citewise, slack, tmp_path)
+    again.deliveries = Deliveries(state)
+    with LiveServer(events_app(build_app(again, signing_secret=SECRET)), Settings()) as url:
+        assert send(url, body).status_code == 200
+        other, other_ts = event({"type": "app_mention", "user": "U0BOB",
+                                 "channel": "C0INCIDENT", "text": "<@U0BOT> redis failover?"})
+        assert send(url, other).status_code == 200  # a new event is answered as usual
+        slack.wait_for("chat.postMessage", where=lambda a: a.get("thread_ts") == other_ts)
+    assert len(answers()) == 1
+
+
 def test_a_citewise_outage_gives_a_short_friendly_message(slack, citewise, tmp_path):
     bot = make_bot(f"http://127.0.0.1:{free_port()}", citewise[1], slack, tmp_path)
     with LiveServer(events_app(build_app(bot, signing_secret=SECRET)), Settings()) as url:

@@ -313,12 +313,17 @@ def test_the_api_reference_renders_with_nothing_from_elsewhere(browser, server):
             route.abort()
 
     page.route("**/*", only_this_server)
+    # The page's Content-Security-Policy forbids inline script: Swagger UI must start without.
+    refused: list[str] = []
+    page.on("console", lambda m: refused.append(m.text)
+            if "Content Security Policy" in m.text else None)
     page.goto(server + "/docs")
     sync_api.expect(page.locator(".swagger-ui .info .title")).to_contain_text("citewise",
                                                                              timeout=WAIT)
     sync_api.expect(page.locator(".opblock-summary-path").filter(has_text="/v1/search")
                     .first).to_be_visible()
     assert elsewhere == []
+    assert refused == []
     context.close()
 
 
