@@ -27,6 +27,9 @@ class KeyRequest(BaseModel):
                                   description="user:<id> or group:<name> the key acts as.")
     assert_identity: bool = Field(
         default=False, description="May name the end user in X-Citewise-User/Groups.")
+    shares_conversations: bool = Field(
+        default=False, description="The key is one of its principal's own doors: it shares "
+        "the conversations of their sign-in sessions (otherwise a key's are its own).")
     expires: str | None = Field(default=None, max_length=40,
                                 description="90d, 12h, 30m or an ISO date; unset = never.")
     limits: dict[str, Annotated[int, Field(ge=0, le=10_000_000)]] = Field(
@@ -55,10 +58,12 @@ def create_key(body: KeyRequest, request: Request,
     key, secret = request.app.state.door.keys.create(
         body.name, list(body.scopes), principal=body.principal,
         assert_identity=body.assert_identity, expires=body.expires, limits=body.limits,
-        created_by=who.principal)
+        created_by=who.principal, shares_conversations=body.shares_conversations)
     _audit(request, who, "key.create", key.name, {"scopes": sorted(key.scopes),
                                                    "principal": key.principal,
                                                    "assert_identity": key.assert_identity,
+                                                   "shares_conversations":
+                                                       key.shares_conversations,
                                                    "expires_at": key.expires_at})
     return {**key.public(), "secret": secret}
 

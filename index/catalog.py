@@ -300,6 +300,11 @@ MIGRATIONS: list[str] = [
     ALTER TABLE ingest_runs ADD COLUMN host TEXT;
     ALTER TABLE ingest_runs ADD COLUMN pid INTEGER;
     """,
+    # 11: a key the operator made one of a person's doors shares that person's conversations
+    # (api/conversations.py: otherwise a key's conversations are its own).
+    """
+    ALTER TABLE api_keys ADD COLUMN shares_conversations INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

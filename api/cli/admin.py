@@ -70,6 +70,10 @@ def keys() -> None:
 @click.option("--assert-identity", is_flag=True,
               help="The key may name the end user in X-Citewise-User/Groups (trusted front "
                    "ends such as the Slack bot only).")
+@click.option("--shares-conversations", is_flag=True,
+              help="The key is one of its principal's own doors (an agent of theirs): it "
+                   "shares the conversations of their sign-in sessions. Without it a key's "
+                   "conversations are its own.")
 @click.option("--expires", help="90d, 12h, 30m or an ISO date (default: never).")
 @click.option("--limit", "limits", multiple=True, metavar="NAME=N",
               help="The key's own limit, e.g. answer_per_minute=600 (repeatable). A key "
@@ -78,7 +82,8 @@ def keys() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
 def create(obj: Context, name: str, scopes: str, principal: str | None, assert_identity: bool,
-           expires: str | None, limits: tuple[str, ...], as_json: bool) -> None:
+           shares_conversations: bool, expires: str | None, limits: tuple[str, ...],
+           as_json: bool) -> None:
     """Create a key and print its secret (once)."""
     from citewise.api.identity.keys import KeyStore
     from citewise.api.metering.audit import AuditLog
@@ -87,10 +92,12 @@ def create(obj: Context, name: str, scopes: str, principal: str | None, assert_i
     with _catalog(obj) as catalog:
         key, secret = KeyStore(catalog).create(
             name, scopes, principal=principal, assert_identity=assert_identity,
-            expires=expires, limits=list(limits), created_by=_operator())
+            expires=expires, limits=list(limits), created_by=_operator(),
+            shares_conversations=shares_conversations)
         AuditLog(catalog).record("key.create", actor=_operator(), target=key.name,
                                  detail={"scopes": sorted(key.scopes), "principal": key.principal,
                                          "assert_identity": key.assert_identity,
+                                         "shares_conversations": key.shares_conversations,
                                          "expires_at": key.expires_at, "via": "cli"})
     # What the key as a whole may do: its own limits, and for a key that names its users the
     # defaults it draws on too (CITEWISE_IDENTITY_KEY_LIMITS), so the operator is not surprised.
@@ -103,6 +110,8 @@ def create(obj: Context, name: str, scopes: str, principal: str | None, assert_i
     click.echo(f"created key {key.name!r} (scopes {','.join(sorted(key.scopes))}"
                + (f", acts as {key.principal}" if key.principal else "")
                + (", may assert identity" if key.assert_identity else "")
+               + (", shares its principal's conversations" if key.shares_conversations
+                  else "")
                + (f", expires {key.expires_at}" if key.expires_at else "") + ")")
     click.echo(secret)
     if caps:

@@ -159,7 +159,8 @@ class Authenticator:
         else:
             identity = Identity()
         return Caller(identity, key.scopes, "key", key=key.name, limits=key.limits,
-                      key_id=key.id, asserts_identity=key.assert_identity)
+                      key_id=key.id, asserts_identity=key.assert_identity,
+                      shares_conversations=key.shares_conversations)
 
     def _sso(self, claims: dict, headers: Headers, user_claim: str, groups_claim: str | None,
              method: str) -> Caller:

@@ -35,6 +35,9 @@ class ApiKey:
     scopes: frozenset[str]
     principal: str | None = None  # user:ci-bot or group:sre: who the key acts as
     assert_identity: bool = False  # may name the end user in X-Citewise-User/Groups
+    # Its conversations are its principal's own, as in their sign-in sessions (the operator
+    # says this key is one of that person's doors); otherwise the key's are its own.
+    shares_conversations: bool = False
     limits: dict[str, int] = field(default_factory=dict)
     created_at: str = ""
     created_by: str | None = None
@@ -55,6 +58,7 @@ class ApiKey:
         return {
             "name": self.name, "id": self.id, "scopes": sorted(self.scopes),
             "principal": self.principal, "assert_identity": self.assert_identity,
+            "shares_conversations": self.shares_conversations,
             "limits": self.limits, "status": self.status, "created_at": self.created_at,
             "created_by": self.created_by, "expires_at": self.expires_at,
             "revoked_at": self.revoked_at, "last_used_at": self.last_used_at,
@@ -125,7 +129,8 @@ class KeyStore:
     def create(self, name: str, scopes: str | list[str], *, principal: str | None = None,
                assert_identity: bool = False, expires: str | None = None,
                limits: dict[str, int] | list[str] | None = None,
-               created_by: str | None = None) -> tuple[ApiKey, str]:
+               created_by: str | None = None,
+               shares_conversations: bool = False) -> tuple[ApiKey, str]:
         """A new key and its secret, which is never shown again."""
         if not NAME_PATTERN.match(name or ""):
             raise InvalidRequestError(
@@ -147,7 +152,8 @@ class KeyStore:
         record = ApiKey(id=key_id, name=name, scopes=parsed, principal=principal,
                         assert_identity=assert_identity, limits=parse_limits(limits),
                         created_at=_now(), created_by=created_by,
-                        expires_at=parse_expiry(expires))
+                        expires_at=parse_expiry(expires),
+                        shares_conversations=shares_conversations)
         conn = self.catalog.connection()
         with self.catalog.transaction():
             taken = conn.execute("SELECT revoked_at FROM api_keys WHERE name = ?",
@@ -160,11 +166,11 @@ class KeyStore:
                          "and audit records keep meaning one key")
             conn.execute(
                 "INSERT INTO api_keys (id, name, secret_hash, scopes, principal, "
-                "assert_identity, limits, created_at, created_by, expires_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "assert_identity, limits, created_at, created_by, expires_at, "
+                "shares_conversations) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [record.id, name, _hash(secret), ",".join(sorted(parsed)), principal,
                  int(assert_identity), json.dumps(record.limits), record.created_at,
-                 created_by, record.expires_at])
+                 created_by, record.expires_at, int(shares_conversations)])
         return record, secret
 
     def revoke(self, name: str) -> ApiKey:
@@ -223,4 +229,5 @@ def _record(row) -> ApiKey:
         principal=row["principal"], assert_identity=bool(row["assert_identity"]),
         limits=json.loads(row["limits"] or "{}"), created_at=row["created_at"],
         created_by=row["created_by"], expires_at=row["expires_at"],
-        revoked_at=row["revoked_at"], last_used_at=row["last_used_at"])
+        revoked_at=row["revoked_at"], last_used_at=row["last_used_at"],
+        shares_conversations=bool(row["shares_conversations"]))

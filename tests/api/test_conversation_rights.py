@@ -105,6 +105,15 @@ def test_a_key_acting_as_a_person_is_not_their_session(kb, tmp_path):
         listed = c.get("/v1/conversations", headers=BOB_AT_WORK).json()["conversations"]
         assert theirs["conversation_id"] not in {x["id"] for x in listed}
 
+        # The operator may say a key is Bob's own door: it then shares his conversations,
+        # still only through its own rights (it is not in the security group).
+        door = make_key(services, "bob-laptop", scopes="search,answer",
+                        principal="user:bob@example.com", shares_conversations=True)
+        listed = c.get("/v1/conversations", headers=door).json()["conversations"]
+        assert cid in {x["id"] for x in listed}
+        got = c.get(f"/v1/conversations/{cid}", headers=door)
+        assert got.json()["turns"][0]["withheld"] is True and not leaks(got.text)
+
 
 def test_a_user_who_left_a_group_sees_their_old_turn_withheld(kb, tmp_path):
     data = tmp_path / "data"
