@@ -73,7 +73,8 @@ class Authenticator:
         self.oidc_user_claim = oidc_user_claim
         self.oidc_groups_claim = oidc_groups_claim
         self.sso_scopes = parse_scopes(sso_scopes)
-        self.admin_groups = set(admin_groups or ())
+        # Spelled as reader principals are (citewise.types.principal): without case.
+        self.admin_groups = {g.casefold() for g in admin_groups or ()}
         self.operator_token = operator_token
         self.required = required
         self.trust_headers = trust_headers
@@ -178,7 +179,7 @@ class Authenticator:
             if g not in groups:
                 groups.append(g)
         scopes = self.sso_scopes
-        if self.admin_groups & set(groups):
+        if self.admin_groups & {g.casefold() for g in groups}:
             scopes = scopes | {"ingest", "admin"}
         return Caller(Identity(user=user, groups=tuple(groups)), scopes, method)
 

@@ -86,6 +86,10 @@ def test_an_oidc_token_brings_its_groups_claim(make_services, kb, idp):
         nobody = {"Authorization": "Bearer " + idp.oidc_token("x@corp.test", CLIENT_ID,
                                                                groups=["eng", "bad group!"])}
         assert not _cites_secret(c.post("/v1/answer", json=SECRET_Q, headers=nobody))
+        # Group names meet without case, as readers do: "Platform" is the admin group too.
+        ops = {"Authorization": "Bearer " + idp.oidc_token("ops@corp.test", CLIENT_ID,
+                                                            groups=["Platform"])}
+        assert c.get("/v1/usage", headers=ops).status_code == 200
 
 
 def _claims(idp, **changes) -> dict:
