@@ -321,7 +321,8 @@ def test_8_a_corrupt_catalog_says_what_to_do(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert "catalog" in proc.stderr and "cannot be read" in proc.stderr
-    assert "hint: restore it from a backup" in proc.stderr
+    assert "hint:" in proc.stderr and "restore the data folder from a backup" in proc.stderr
+    assert "citewise verify --rebuild-catalog" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
