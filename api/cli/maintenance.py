@@ -45,7 +45,8 @@ from citewise.errors import CitewiseError, ConfigError
         run, which makes exact what the index does not hold.
 
         Takes the ingest run lock (no run may write meanwhile). While `citewise serve` holds
-        the index, the server does the work.
+        the index, or CITEWISE_URL names a server (a key with the ingest scope in
+        CITEWISE_API_KEY), the server does the work.
 
         \b
         Exit status: 0 consistent (or repaired), 3 problems found (or left after --repair),
@@ -71,12 +72,15 @@ def verify(obj: Context, repair: bool, force: bool, rebuild_catalog: bool,
     with obj.services() as (services, remote), skip_if_locked():
         if remote is not None and rebuild_catalog:
             fail(ConfigError(f"the server at {remote.url} holds the index",
-                             hint="stop it, rebuild the catalog, then start it again"))
+                             hint="on the server's machine: stop it, rebuild the catalog, "
+                                  "then start it again"))
         if rebuild_catalog:
             _rebuild_catalog(services, as_json)
             return
         if remote is not None:
-            click.echo(f"the server at {remote.url} holds the index; asking it", err=True)
+            click.echo(f"the server at {remote.url} holds the index; asking it" if
+                       remote.operator else f"asking the server at {remote.url} (CITEWISE_URL)",
+                       err=True)
             result = remote.request("POST", "/v1/ingest/verify",
                                     json={"repair": repair, "force": force}, timeout=None)
         else:
@@ -189,8 +193,9 @@ def backup(obj: Context, dest: Path) -> None:
     from citewise.ingest.runlock import RunLock
 
     try:
-        with skip_if_locked(), RunLock(obj.settings.run_lock_path).held(f"citewise backup {dest}"):
-            manifest = run_backup(obj.settings, build_blobs(obj.settings), dest)
+        settings = obj.local_data()
+        with skip_if_locked(), RunLock(settings.run_lock_path).held(f"citewise backup {dest}"):
+            manifest = run_backup(settings, build_blobs(settings), dest)
     except CitewiseError as e:
         fail(e)
     click.echo(f"backed up {manifest['documents']} documents, {manifest['chunks']} chunks and "
@@ -222,6 +227,7 @@ def restore(obj: Context, source: Path) -> None:
     from citewise.ingest.backup import restore as run_restore
     from citewise.ingest.repair import repair
 
+    obj.local_data()
     try:
         _refuse_a_collection_in_use(obj.settings)
         manifest = run_restore(source, obj.settings, build_blobs(obj.settings))
