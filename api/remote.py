@@ -1,7 +1,14 @@
-"""Talking to a running ``citewise serve`` from another process on the same machine.
+"""The CLI talking to a ``citewise serve`` over HTTP: on this machine, or at CITEWISE_URL.
 
-The embedded index admits one process. When the server holds it, the CLI finds the server
-through ``<data dir>/server.json`` (written by ``citewise serve``) and sends its work there.
+Two ways to get there, one client:
+
+* The embedded index admits one process. When the server holds it, the CLI finds the server
+  through ``<data dir>/server.json`` (written by ``citewise serve``) and sends its work there
+  with the operator token the file holds (``find_server``).
+* ``CITEWISE_URL`` names a server elsewhere (a cron on another machine): the CLI sends every
+  command that has a remote form there, with the API key in ``CITEWISE_API_KEY``, and never
+  opens a data folder of its own (``named_server``). The same variables as ``citewise mcp``,
+  the Slack bot and the retrievers.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from pathlib import Path
 import httpx
 
 from citewise.api.auth import OPERATOR_HEADER
+from citewise.api.integrations.client import KEY_VARIABLE, URL_VARIABLE
 from citewise.errors import CitewiseError, IndexLockedError
 from citewise.settings import Settings
 
@@ -50,6 +58,10 @@ class RemoteServer:
     def __init__(self, url: str, api_key: str | None = None, timeout: float = 30.0,
                  operator_token: str | None = None) -> None:
         self.url = url.rstrip("/")
+        # The operator on the server's machine may do anything (name any folder to ingest);
+        # a key holder only what the key's scopes allow.
+        self.operator = operator_token is not None
+        self.api_key = api_key
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         if operator_token:
             headers[OPERATOR_HEADER] = operator_token
@@ -59,7 +71,9 @@ class RemoteServer:
         try:
             resp = self.http.request(method, path, **kwargs)
         except httpx.HTTPError as e:
-            raise CitewiseError(f"the server at {self.url} did not answer: {e}") from e
+            raise CitewiseError(f"the server at {self.url} did not answer: {e}",
+                                hint=None if self.operator else
+                                f"check {URL_VARIABLE}, and that the server runs") from e
         if resp.status_code >= 400:
             try:
                 body = resp.json()
@@ -71,8 +85,23 @@ class RemoteServer:
             except ValueError:
                 err = CitewiseError(f"the server answered {resp.status_code}: {resp.text[:200]}")
             err.status_code = resp.status_code
-            raise err
+            raise self._as_key_holder(err)
         return resp.json()
+
+    def _as_key_holder(self, err: CitewiseError) -> CitewiseError:
+        """A refusal of the key says which server and which variable, since the person reading
+        it set CITEWISE_API_KEY rather than an Authorization header."""
+        if self.operator or err.status_code not in (401, 403):
+            return err
+        if err.status_code == 401 and not self.api_key:
+            err.message = (f"the server at {self.url} requires an API key, and {KEY_VARIABLE} "
+                           "is not set")
+            err.hint = (f"set {KEY_VARIABLE} to a key made on the server's machine with the "
+                        "scopes the command needs, e.g. `citewise keys create cron --scopes "
+                        "ingest`")
+        else:  # a key that is wrong, revoked or expired, or lacks the scope: the server says
+            err.message = f"the server at {self.url} refused {KEY_VARIABLE}: {err.message}"
+        return err
 
     def ingest(self, payload: dict, on_update: Callable[[dict], None], poll: float = 1.0) -> dict:
         job = self.request("POST", "/v1/ingest/jobs", json=payload)
@@ -82,6 +111,12 @@ class RemoteServer:
             job = self.request("GET", f"/v1/ingest/jobs/{job['id']}")
         on_update(job)
         return job
+
+
+def named_server(url: str) -> RemoteServer:
+    """The server ``CITEWISE_URL`` names, called with the key in ``CITEWISE_API_KEY`` (its
+    scopes and principal apply; no key is sent if it is unset)."""
+    return RemoteServer(url, api_key=os.environ.get(KEY_VARIABLE) or None)
 
 
 def find_server(settings: Settings, locked: IndexLockedError) -> RemoteServer:

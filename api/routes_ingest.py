@@ -94,7 +94,8 @@ def verify(body: VerifyRequest, request: Request,
            who: Annotated[Caller, Depends(caller)]) -> dict:
     """Every live chunk has exactly one point of the live version with the catalog's payload
     and readers; no stray points, blobs or rows; no swap left open. `problems` lists what
-    disagrees; with `repair`, `repair` says what was done and `problems` what remains. Takes
+    disagrees (every one) and `summary` the same by kind (a count, the documents touched, a
+    few examples); with `repair`, `repair` says what was done and `problems` what remains. Takes
     the ingest run lock: while a run goes on, answers 409."""
     services = request.app.state.services
     what = "verify --repair" if body.repair else "verify"

@@ -170,6 +170,66 @@ def inspect(catalog: Catalog, index: VectorIndex, blobs: BlobStore) -> list[Find
     return found
 
 
+# How a report a person reads shows each kind of finding: whole when there are few, else a
+# count with a few examples, so a deleted index folder is a handful of lines rather than one
+# per chunk (100k at scale). Machines get every finding (``problems``, ``--json``).
+WHOLE = 5
+EXAMPLES = 3
+
+KIND_LABELS = {
+    "open_swap": "document swaps a crash left open",
+    "orphan_point": "points that belong to no live chunk",
+    "missing_point": "chunks that have no point in the vector index",
+    "stale_payload": "points whose payload disagrees with the catalog",
+    "missing_blob": "blobs missing from the blob store",
+    "orphan_blob": "blobs that belong to no document",
+    "partial_blob": "blob writes a killed process left",
+    "open_permissions": "findings of files other accounts may read",
+}
+
+
+@dataclass(frozen=True)
+class FindingGroup:
+    """The findings of one kind: ``examples`` holds them all when ``count <= WHOLE``; else one
+    each of the documents with the most (``documents`` counts them), or the first few."""
+
+    kind: str
+    count: int
+    documents: int
+    headline: str
+    examples: list[str]
+
+    @property
+    def whole(self) -> bool:
+        return self.count <= WHOLE
+
+
+def summarise(findings: list[Finding]) -> list[FindingGroup]:
+    """``findings`` by kind, in the order the kinds first appear."""
+    by_kind: dict[str, list[Finding]] = defaultdict(list)
+    for f in findings:
+        by_kind[f.kind].append(f)
+    groups = []
+    for kind, items in by_kind.items():
+        by_document: dict[str, list[Finding]] = defaultdict(list)
+        for f in items:
+            if f.document_id:
+                by_document[f.document_id].append(f)
+        if len(items) <= WHOLE:
+            examples = [f.text for f in items]
+        elif by_document:
+            most = sorted(by_document.values(), key=len, reverse=True)[:EXAMPLES]
+            examples = [fs[0].text + (f" (and {len(fs) - 1} more of this document)"
+                                      if len(fs) > 1 else "") for fs in most]
+        else:
+            examples = [f.text for f in items[:EXAMPLES]]
+        headline = f"{len(items)} {KIND_LABELS.get(kind, kind.replace('_', ' '))}"
+        if by_document:
+            headline += f", in {len(by_document)} documents"
+        groups.append(FindingGroup(kind, len(items), len(by_document), headline, examples))
+    return groups
+
+
 def exposed(data_dir: Path) -> list[Finding]:
     """What in the data folder other accounts may read (``citewise.private_files``): one
     finding, naming the first few."""

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from citewise.errors import CatalogLostError
 from citewise.ingest.consistency import (
@@ -41,6 +41,7 @@ from citewise.ingest.consistency import (
     exposed,
     inspect,
     lost_catalog,
+    summarise,
 )
 from citewise.ingest.pipeline import IngestPipeline
 from citewise.private_files import make_private
@@ -65,6 +66,7 @@ class RepairReport:
     def to_dict(self) -> dict:
         return {
             "found": [f.text for f in self.found],
+            "found_summary": [asdict(g) for g in summarise(self.found)],
             "swaps_finished": self.swaps_finished,
             "points_deleted": self.points_deleted,
             "documents_rebuilt": self.documents_rebuilt,
@@ -170,7 +172,8 @@ def plan(findings: list[Finding]) -> list[str]:
 def verify_index(pipeline: IngestPipeline, *, fix: bool, force: bool = False,
                  on_document: Callable[[int, int], None] | None = None) -> dict:
     """What ``citewise verify`` and ``POST /v1/ingest/verify`` answer: ``ok``, the
-    ``problems`` (left, after a repair), ``lost_catalog`` (why a repair would refuse, or
+    ``problems`` (left, after a repair: every one), their ``summary`` by kind (what a person
+    reads: ``consistency.summarise``), ``lost_catalog`` (why a repair would refuse, or
     ``None``), ``plan`` (what a repair would do and not do) and, with ``fix``, the ``repair``
     report. The caller holds the run lock."""
     catalog, index, blobs = pipeline.catalog, pipeline.index, pipeline.blobs
@@ -179,11 +182,13 @@ def verify_index(pipeline: IngestPipeline, *, fix: bool, force: bool = False,
         found = stores + exposed(pipeline.work_dir)
         lost = lost_catalog(catalog, index, blobs, stores)
         return {"ok": not found, "problems": [f.text for f in found],
+                "summary": [asdict(g) for g in summarise(found)],
                 "lost_catalog": f"{lost}; `citewise verify --repair` refuses to. What to do: "
                                 f"{RESTORE_OR_REBUILD}" if lost else None,
                 "plan": plan(found),
                 "repair": None}
     report = repair(pipeline, force=force, on_document=on_document)
     return {"ok": not report.remaining, "problems": [f.text for f in report.remaining],
+            "summary": [asdict(g) for g in summarise(report.remaining)],
             "lost_catalog": None, "plan": plan(report.remaining), "repair": report.to_dict()}
 

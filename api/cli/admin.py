@@ -3,7 +3,8 @@
 They work on the catalog directly (SQLite admits several processes), so they run on the server's
 machine whether or not the server is up, as the account that owns the data folder: holding the
 catalog is holding every key, as with the operator token. A running server sees a new or
-revoked key at its next request.
+revoked key at its next request. `usage` alone has a remote form: with CITEWISE_URL set it asks
+that server (``GET /v1/usage``, the admin scope); the others refuse to make a catalog here.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def _catalog(obj: Context):
     from citewise.index.catalog import Catalog
 
     try:
-        catalog = Catalog(obj.settings.catalog_path)
+        catalog = Catalog(obj.local_data().catalog_path)
     except CitewiseError as e:
         fail(e)
     try:
@@ -168,6 +169,9 @@ def revoke(obj: Context, name: str) -> None:
           citewise usage                       per principal, last 7 days
           citewise usage --since 24h --by key
           citewise usage --since 2026-12-01 --by day --json
+
+        With CITEWISE_URL set, the server's usage (GET /v1/usage: a key with the admin scope in
+        CITEWISE_API_KEY).
         """
     )
 )
@@ -179,15 +183,23 @@ def revoke(obj: Context, name: str) -> None:
 def usage(obj: Context, since: str, group_by: str, as_json: bool) -> None:
     """Who used what: requests, errors, refusals, latency, results, tokens and cost, and the
     answers served from the cache with the model tokens they saved."""
+    from datetime import datetime
+
     from citewise.api.metering.audit import AuditLog
     from citewise.api.metering.usage import UsageLog
     from citewise.api.routes_admin import parse_since
 
-    with _catalog(obj) as catalog:
-        start = parse_since(since)
-        rows = UsageLog(catalog).report(start, None, group_by)
-        AuditLog(catalog).record("usage.read", actor=_operator(),
-                                 detail={"since": start.isoformat(), "via": "cli"})
+    if obj.url:
+        with obj.services() as (_, remote):  # the server records the read in its audit log
+            body = remote.request("GET", "/v1/usage",
+                                  params={"since": since, "group_by": group_by})
+        start, rows = datetime.fromisoformat(body["since"]), body["rows"]
+    else:
+        with _catalog(obj) as catalog:
+            start = parse_since(since)
+            rows = UsageLog(catalog).report(start, None, group_by)
+            AuditLog(catalog).record("usage.read", actor=_operator(),
+                                     detail={"since": start.isoformat(), "via": "cli"})
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return

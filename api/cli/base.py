@@ -2,7 +2,10 @@
 
 Every command reads settings from ``CITEWISE_*`` environment variables and the config file
 (``./citewise.toml`` or ``--config``). When ``citewise serve`` holds the embedded index, the
-other commands send their work to it over HTTP instead of failing on the lock.
+other commands send their work to it over HTTP instead of failing on the lock. With
+``CITEWISE_URL`` set (``--url``), the commands that have a remote form (ingest, search, ask,
+sources, verify, usage) run on that server with ``CITEWISE_API_KEY``, and the others refuse to
+create a data folder here (``Context.local_data``).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import NoReturn
 import click
 
 from citewise import __version__
-from citewise.errors import CitewiseError, IndexLockedError, RunLockedError
+from citewise.errors import CitewiseError, ConfigError, IndexLockedError, RunLockedError
 from citewise.logs import configure_logging
 from citewise.private_files import restrict_umask
 from citewise.settings import Settings, load_settings
@@ -45,32 +48,57 @@ def skip_if_locked():
 
 
 class Context:
-    def __init__(self, config: str | None, data_dir: str | None, verbose: bool) -> None:
+    def __init__(self, config: str | None, data_dir: str | None, verbose: bool,
+                 url: str | None = None) -> None:
         overrides = {"data_dir": Path(data_dir)} if data_dir else {}
         self.settings: Settings = load_settings(config, **overrides)
+        # CITEWISE_URL: a server elsewhere holds the index, and this machine holds none.
+        self.url = url or None
         level = "DEBUG" if verbose else self.settings.log_level
         configure_logging(level, self.settings.log_format)
 
     @contextmanager
     def services(self):
-        """``(services, None)`` over the local index, or ``(None, server)`` when a running
-        server holds the embedded index. Closes what it opened; a ``CitewiseError`` inside
-        ends the command with its message and hint."""
+        """``(services, None)`` over the local index, or ``(None, server)`` when CITEWISE_URL
+        names a server or a running server holds the embedded index. Closes what it opened; a
+        ``CitewiseError`` inside ends the command with its message and hint."""
         from citewise.api.composition import build_services
-        from citewise.api.remote import find_server
+        from citewise.api.remote import find_server, named_server
 
         services = remote = None
         try:
-            try:
-                services = build_services(self.settings)
-            except IndexLockedError as e:
-                remote = find_server(self.settings, e)
+            if self.url:
+                remote = named_server(self.url)
+            else:
+                try:
+                    services = build_services(self.settings)
+                except IndexLockedError as e:
+                    remote = find_server(self.settings, e)
             yield services, remote
         except CitewiseError as e:
             fail(e)
         finally:
             if services is not None:
                 services.close()
+
+
+    def local_data(self) -> Settings:
+        """The settings of a command that has no remote form and works on this machine's data
+        folder (keys, audit, backup, restore, reindex, eval).
+
+        With CITEWISE_URL set, a data folder that holds no catalog is refused rather than made:
+        the person meant the server's, and a fresh empty installation here (what `ingest` once
+        built silently for a cron on another machine) helps nobody. On the server's own
+        machine, where the catalog exists, these commands work as ever."""
+        if self.url and not self.settings.catalog_path.exists():
+            fail(ConfigError(
+                f"CITEWISE_URL is set ({self.url}), and this command works on a data folder on "
+                f"this machine, but {self.settings.data_dir} holds no catalog: refusing to "
+                "create a new one",
+                hint="run it on the server's machine (ingest, search, ask, sources, verify and "
+                     "usage run on the server from here); unset CITEWISE_URL to create a data "
+                     "folder on this machine"))
+        return self.settings
 
 
 def fail(e: CitewiseError) -> NoReturn:
@@ -90,6 +118,11 @@ def fail(e: CitewiseError) -> NoReturn:
           citewise ask "how do I fail over redis?"
           citewise serve                       HTTP API on 127.0.0.1:8000, docs at /docs
 
+        \b
+        On another machine (a cron), with a key made by `citewise keys create`:
+          CITEWISE_URL=https://citewise.internal CITEWISE_API_KEY=cw_... \\
+            citewise ingest --source wiki      the run happens on that server
+
         Settings come from CITEWISE_* environment variables and citewise.toml; see README.
         """
     ),
@@ -98,17 +131,22 @@ def fail(e: CitewiseError) -> NoReturn:
               help="TOML config file (default: ./citewise.toml if present).")
 @click.option("--data-dir", type=click.Path(file_okay=False),
               help="Folder for all state [env CITEWISE_DATA_DIR, default ./data].")
+@click.option("--url", envvar="CITEWISE_URL", metavar="URL",
+              help="Run ingest, search, ask, sources, verify and usage on the citewise server at "
+                   "URL, with the API key in CITEWISE_API_KEY; other commands then refuse to "
+                   "create a data folder here [env CITEWISE_URL].")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 @click.version_option(__version__, prog_name="citewise")
 @click.pass_context
-def cli(ctx: click.Context, config: str | None, data_dir: str | None, verbose: bool) -> None:
+def cli(ctx: click.Context, config: str | None, data_dir: str | None, url: str | None,
+        verbose: bool) -> None:
     """citewise: cited answers over your runbooks, wiki pages and code."""
     # Whatever the shell's umask, what any command writes (the data folder above all, which
     # holds restricted documents and key hashes; backups; the Slack bot's threads) is for this
     # account only: files that libraries create follow the umask, not our chmods.
     restrict_umask()
     try:
-        ctx.obj = Context(config, data_dir, verbose)
+        ctx.obj = Context(config, data_dir, verbose, url)
     except CitewiseError as e:
         fail(e)
 

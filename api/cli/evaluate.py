@@ -19,7 +19,12 @@ from citewise.errors import CitewiseError
 @contextmanager
 def _in_process(obj: Context, what: str):
     """The services, opened here: evaluations answer in-process, never through a server."""
+    obj.local_data()
     with obj.services() as (services, remote):
+        if remote is not None and not remote.operator:
+            raise CitewiseError(f"CITEWISE_URL is set ({remote.url}); {what} runs in-process, "
+                                "on this machine's index",
+                                hint="unset CITEWISE_URL to evaluate the index here")
         if remote is not None:
             raise CitewiseError(
                 f"the server at {remote.url} holds the index; {what} runs in-process",
@@ -105,6 +110,8 @@ def eval_(obj: Context, dataset, split, configs, eval_dir, qa_file, followups_fi
 
     payload: dict = {}
     tables: list[str] = []
+    if dataset and not eval_dir:
+        obj.local_data()  # the benchmark's indexes go under the data folder
     try:
         if dataset:
             payload["beir"], table = run_beir(obj.settings, dataset, split, chosen,

@@ -38,6 +38,14 @@ from citewise.errors import CitewiseError
         run; it is listed in the summary.
 
         \b
+        On another machine, the run happens on the server that CITEWISE_URL names, with the
+        key in CITEWISE_API_KEY (scope ingest), and nothing is stored here:
+          CITEWISE_URL=https://citewise.internal CITEWISE_API_KEY=cw_... \\
+            citewise ingest --source wiki
+        Its sources are the server's (--source, --all); a folder of this machine cannot be
+        sent: declare it in the server's citewise.toml.
+
+        \b
         One run at a time per data folder: a run that finds another going (the server's
         schedule, a job, another cron) does nothing and exits with 4.
 
@@ -71,6 +79,13 @@ def ingest(obj: Context, path, name, source, all_sources, readers, force, as_jso
         )
     if (name or readers) and not path:
         raise click.UsageError("--name and --readers are for a folder PATH; pass PATH too")
+    if path and obj.url:
+        # The server reads its own disks: this machine's folder is not there to be read.
+        raise click.UsageError(
+            f"{path} is a folder on this machine, and CITEWISE_URL sends the run to the server "
+            f"at {obj.url}, which cannot read it: declare it as a source in the server's "
+            "citewise.toml and run `citewise ingest --source NAME`, or unset CITEWISE_URL to "
+            "index it into a data folder here")
     if path:
         # The operator on their own machine: public unless they or the settings say otherwise,
         # and it is said out loud.
@@ -133,7 +148,11 @@ def _ingest_local(services, sources, force) -> list[dict]:
 
 def _ingest_remote(remote, path, name, source, all_sources, readers, force,
                    as_json) -> list[dict]:
-    click.echo(f"the server at {remote.url} holds the index; handing the run to it", err=True)
+    if remote.operator:
+        click.echo(f"the server at {remote.url} holds the index; handing the run to it",
+                   err=True)
+    else:
+        click.echo(f"running on the server at {remote.url} (CITEWISE_URL)", err=True)
     payload = {"path": str(Path(path).resolve()) if path else None, "name": name,
                "source": source, "all": all_sources, "force": force,
                "readers": readers if path else None}

@@ -44,8 +44,13 @@ from citewise.errors import CitewiseError, ConfigError
         points (readers exact) and the blobs, each marked to be read again by its source's next
         run, which makes exact what the index does not hold.
 
+        Problems are summarised per kind (a deleted index folder is a few lines, not one per
+        chunk): a kind with up to 5 is listed whole, more are counted with the documents that
+        have the most; --verbose lists every one, and --json always holds every one.
+
         Takes the ingest run lock (no run may write meanwhile). While `citewise serve` holds
-        the index, the server does the work.
+        the index, or CITEWISE_URL names a server (a key with the ingest scope in
+        CITEWISE_API_KEY), the server does the work.
 
         \b
         Exit status: 0 consistent (or repaired), 3 problems found (or left after --repair),
@@ -58,9 +63,11 @@ from citewise.errors import CitewiseError, ConfigError
               help="With --repair: delete the strays even when the catalog looks lost.")
 @click.option("--rebuild-catalog", is_flag=True,
               help="Write back the documents of the index's points that the catalog lacks.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--verbose", is_flag=True,
+              help="List every problem, not a summary per kind.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (every problem).")
 @click.pass_obj
-def verify(obj: Context, repair: bool, force: bool, rebuild_catalog: bool,
+def verify(obj: Context, repair: bool, force: bool, rebuild_catalog: bool, verbose: bool,
            as_json: bool) -> None:
     """Check (and repair) the index and the blob store against the catalog."""
     if rebuild_catalog and repair:
@@ -71,12 +78,15 @@ def verify(obj: Context, repair: bool, force: bool, rebuild_catalog: bool,
     with obj.services() as (services, remote), skip_if_locked():
         if remote is not None and rebuild_catalog:
             fail(ConfigError(f"the server at {remote.url} holds the index",
-                             hint="stop it, rebuild the catalog, then start it again"))
+                             hint="on the server's machine: stop it, rebuild the catalog, "
+                                  "then start it again"))
         if rebuild_catalog:
             _rebuild_catalog(services, as_json)
             return
         if remote is not None:
-            click.echo(f"the server at {remote.url} holds the index; asking it", err=True)
+            click.echo(f"the server at {remote.url} holds the index; asking it" if
+                       remote.operator else f"asking the server at {remote.url} (CITEWISE_URL)",
+                       err=True)
             result = remote.request("POST", "/v1/ingest/verify",
                                     json={"repair": repair, "force": force}, timeout=None)
         else:
@@ -84,7 +94,7 @@ def verify(obj: Context, repair: bool, force: bool, rebuild_catalog: bool,
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:
-        _print(result)
+        _print(result, verbose)
     if not result["ok"]:
         sys.exit(EXIT_PARTIAL)
 
@@ -128,21 +138,27 @@ def _rebuild_catalog(services, as_json: bool) -> None:
                    "--all`, then `citewise verify`")
 
 
-def _print(result: dict) -> None:
+def _print(result: dict, verbose: bool) -> None:
+    from citewise.ingest.consistency import EXAMPLES, WHOLE
+
     done = result.get("repair")
     if done is not None:
-        for line in done["found"]:
-            click.echo(f"found: {line}")
+        _print_findings("found", done["found"], None if verbose else done.get("found_summary"))
         click.echo(
             f"repaired: {done['swaps_finished']} open swaps finished, {done['points_deleted']} "
             f"stray points deleted, {done['documents_rebuilt']} documents' points rebuilt "
             f"({done['points_written']} points), {done['blobs_deleted']} stray blobs deleted, "
             f"{done.get('made_private', 0)} files and folders made private")
-        for doc in done["marked_for_reread"]:
+        marked = done["marked_for_reread"]
+        shown = marked if verbose or len(marked) <= WHOLE else marked[:EXAMPLES]
+        for doc in shown:
             click.echo(f"blob lost: {doc} will be read again by its source's next run "
                        "(`citewise ingest`), which stores its blob again")
-    for line in result["problems"]:
-        click.secho(f"problem: {line}", fg="red")
+        if len(shown) < len(marked):
+            click.echo(f"blob lost: ... and {len(marked) - len(shown)} more documents "
+                       "(--verbose lists every one)")
+    _print_findings("problem", result["problems"], None if verbose else result.get("summary"),
+                    color="red")
     if result["ok"]:
         click.secho("consistent: the catalog, the index and the blob store agree", fg="green")
         return
@@ -160,6 +176,25 @@ def _print(result: dict) -> None:
                     fg="yellow")
         for line in result.get("plan") or []:
             click.echo(f"  - {line}")
+
+
+def _print_findings(label: str, lines: list[str], summary: list[dict] | None,
+                    color: str | None = None) -> None:
+    """Every line, or (given the server's ``summary``) each kind whole when it has few, else its
+    count and a few examples: a deleted index folder is a few lines, not one per chunk."""
+    if summary is None:
+        for line in lines:
+            click.secho(f"{label}: {line}", fg=color)
+        return
+    for group in summary:
+        if group["count"] <= len(group["examples"]):
+            for line in group["examples"]:
+                click.secho(f"{label}: {line}", fg=color)
+            continue
+        click.secho(f"{label}: {group['headline']}; for example:", fg=color)
+        for line in group["examples"]:
+            click.echo(f"  {line}")
+        click.echo(f"  ... --verbose lists all {group['count']}")
 
 
 @cli.command(
@@ -189,8 +224,9 @@ def backup(obj: Context, dest: Path) -> None:
     from citewise.ingest.runlock import RunLock
 
     try:
-        with skip_if_locked(), RunLock(obj.settings.run_lock_path).held(f"citewise backup {dest}"):
-            manifest = run_backup(obj.settings, build_blobs(obj.settings), dest)
+        settings = obj.local_data()
+        with skip_if_locked(), RunLock(settings.run_lock_path).held(f"citewise backup {dest}"):
+            manifest = run_backup(settings, build_blobs(settings), dest)
     except CitewiseError as e:
         fail(e)
     click.echo(f"backed up {manifest['documents']} documents, {manifest['chunks']} chunks and "
@@ -222,6 +258,7 @@ def restore(obj: Context, source: Path) -> None:
     from citewise.ingest.backup import restore as run_restore
     from citewise.ingest.repair import repair
 
+    obj.local_data()
     try:
         _refuse_a_collection_in_use(obj.settings)
         manifest = run_restore(source, obj.settings, build_blobs(obj.settings))

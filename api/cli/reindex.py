@@ -55,7 +55,7 @@ def reindex(obj: Context, status: bool, force: bool, as_json: bool) -> None:
     from citewise.ingest.runlock import RunLock
 
     try:
-        reindexer = build_reindexer(obj.settings)
+        reindexer = build_reindexer(obj.local_data())
     except CitewiseError as e:
         fail(e)
     try:

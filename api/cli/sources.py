@@ -17,6 +17,9 @@ from citewise.api.cli.base import Context, cli
         Examples:
           citewise sources          a table: documents, chunks, last successful run
           citewise sources --json   the same as JSON, for scripts
+
+        With CITEWISE_URL set, the server's sources as its key sees them (GET /v1/sources:
+        the search scope; counts of the documents the key may read).
         """
     )
 )
@@ -24,13 +27,12 @@ from citewise.api.cli.base import Context, cli
 @click.pass_obj
 def sources(obj: Context, as_json: bool) -> None:
     """List sources: declared in the config and/or present in the catalog."""
-    from citewise.index.catalog import Catalog
-    from citewise.retrieval.library import DeclaredSource, LibraryService
-
-    # The catalog alone (SQLite admits several processes): this works while a server runs.
-    declared = [DeclaredSource(s.name, s.type) for s in obj.settings.sources]
-    library = LibraryService(Catalog(obj.settings.catalog_path), None, declared)
-    out = [s.model_dump(exclude={"last_run"}) for s in library.sources(None)]
+    if obj.url:
+        with obj.services() as (_, remote):
+            out = [{k: v for k, v in s.items() if k != "last_run"}
+                   for s in remote.request("GET", "/v1/sources")["sources"]]
+    else:
+        out = _local(obj)
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
@@ -40,3 +42,14 @@ def sources(obj: Context, as_json: bool) -> None:
                    + ("" if s["declared"] else "  (not in config)"))
 
 
+
+
+def _local(obj: Context) -> list[dict]:
+    from citewise.index.catalog import Catalog
+    from citewise.retrieval.library import DeclaredSource, LibraryService
+
+    # The catalog alone (SQLite admits several processes): this works while a server runs.
+    settings = obj.settings
+    declared = [DeclaredSource(s.name, s.type) for s in settings.sources]
+    library = LibraryService(Catalog(settings.catalog_path), None, declared)
+    return [s.model_dump(exclude={"last_run"}) for s in library.sources(None)]

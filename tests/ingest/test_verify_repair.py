@@ -5,6 +5,7 @@ document, a stray blob, a lost blob), found, repaired, and checked by search as 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -321,3 +322,50 @@ def test_a_deleted_blob_folder_is_said_marked_and_stored_again_by_the_next_inges
                 (site / "kb" / record.external_id).read_bytes()
     finally:
         services.close()
+
+
+def test_a_deleted_index_folder_is_a_summary_not_a_line_per_chunk(site):
+    # 40 more runbooks of several sections each: a few hundred chunks, every one without its
+    # point once the index folder is gone (3,940 lines in the operator's report, 100k at scale).
+    for n in range(40):
+        sections = "\n".join(f"## Step {s}\n\nRestart worker {n} in zone {s}; check its queue "
+                             f"depth and the error rate of service {n}.\n" for s in range(6))
+        (site / "kb" / "runbooks" / f"worker-{n}.md").write_text(f"# Worker {n}\n\n{sections}")
+    assert _cli(site, "ingest", "--all").returncode == 0
+    services = _services(site)
+    try:
+        chunks = services.catalog.count_chunks()
+        documents = services.catalog.count_documents()
+    finally:
+        services.close()
+    assert chunks > 200
+    shutil.rmtree(site / "data" / "qdrant")
+
+    found = _cli(site, "verify")
+    print(found.stdout)
+    assert found.returncode == 3, found.stderr
+    lines = found.stdout.splitlines()
+    assert len(lines) < 40, found.stdout
+    assert f"problem: {chunks} chunks that have no point in the vector index, in {documents} " \
+           "documents; for example:" in lines, found.stdout
+    assert f"  ... --verbose lists all {chunks}" in lines
+    assert "more of this document)" in found.stdout  # the documents with the most, counted
+    assert f"rebuild the points of {documents} documents" in found.stdout  # the plan, as before
+
+    every = _cli(site, "verify", "--verbose")
+    assert every.returncode == 3
+    problems = [ln for ln in every.stdout.splitlines() if ln.startswith("problem: ")]
+    assert len(problems) == chunks and all("has no point" in p for p in problems)
+
+    as_json = _cli(site, "verify", "--json")
+    assert as_json.returncode == 3
+    result = json.loads(as_json.stdout)
+    assert len(result["problems"]) == chunks
+    (group,) = result["summary"]
+    assert (group["kind"], group["count"], group["documents"]) == \
+        ("missing_point", chunks, documents)
+
+    repaired = _cli(site, "verify", "--repair")
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert len(repaired.stdout.splitlines()) < 40, repaired.stdout
+    assert f"found: {chunks} chunks that have no point" in repaired.stdout
