@@ -73,7 +73,7 @@ class Reloaded:
 
     def summary(self) -> str:
         done = ", ".join(self.reloaded) or "nothing changed"
-        parts = [f"reloaded {self.config_file}: {done}"]
+        parts = [f"reloaded {self.config_file or 'the settings (no config file)'}: {done}"]
         for word, names in (("added", self.sources_added), ("removed", self.sources_removed),
                             ("changed", self.sources_changed)):
             if names:
@@ -145,8 +145,8 @@ class ConfigReloader:
             self._apply(swap)
         log.info("config reload (%s): %s", via, swap.reloaded.summary())
         if swap.reloaded.needs_restart:
-            log.warning("config reload: %s changed in the config but need a restart of the "
-                        "server to apply", ", ".join(swap.reloaded.needs_restart))
+            log.warning("config reload: changed, but only a restart of the server applies "
+                        "them: %s", ", ".join(swap.reloaded.needs_restart))
         record("ok", {"reloaded": swap.reloaded.reloaded,
                       "needs_restart": swap.reloaded.needs_restart})
         return swap.reloaded
@@ -199,10 +199,12 @@ def _check_source(settings: Settings, name: str) -> None:
     source = settings.source(name)
     try:
         build_connector(source, data_dir=settings.data_dir)
-    except CitewiseError as e:
-        raise ConfigError(f"source {name!r}: {e.message}", hint=e.hint) from None
-    except (ValueError, TypeError) as e:  # a connector's own config model refusing a value
-        raise ConfigError(f"source {name!r}: {e}") from None
+    except (CitewiseError, ValueError, TypeError) as e:  # ValueError: a connector's own
+        # config model refusing a value. The message names the source unless it does already.
+        message = e.message if isinstance(e, CitewiseError) else str(e)
+        if f"source {name!r}" not in message:
+            message = f"source {name!r}: {message}"
+        raise ConfigError(message, hint=getattr(e, "hint", None)) from None
 
 
 def _plan_of(settings: Settings) -> tuple:

@@ -177,7 +177,7 @@ terms = ["kettle"]
     good = served.config.read_text()
     for broken, reason in ((good + "\n[[sources]\nname = \n", "not valid TOML"),
                            (good + '\n[[sources]]\nname = "wiki"\ntype = "sharepoint"\n',
-                            "source 'wiki': source 'wiki' has unknown type 'sharepoint'"),
+                            "source 'wiki' has unknown type 'sharepoint'"),
                            (good.replace('"0 3 * * *"', '"0 25 * * *"'), "schedule '0 25 * * *'")):
         served.config.write_text(broken)
         answer = httpx.post(url, headers={"Authorization": f"Bearer {admin}"}, timeout=30)
@@ -186,6 +186,7 @@ terms = ["kettle"]
         assert answer.headers["content-type"].startswith("application/problem+json")
         assert problem["type"] == "urn:citewise:error:invalid_config", problem
         assert reason in problem["detail"], problem
+        assert "source 'wiki': source 'wiki'" not in problem["detail"], problem
         assert "the server keeps the config it read at" in problem["detail"], problem
     served.wait_for_log("config reload (POST /v1/admin/reload) refused: the config file was "
                         "not reloaded")
