@@ -35,6 +35,7 @@ from citewise.api.ingest_metrics import catalog_metrics
 from citewise.api.mcp import http_server
 from citewise.api.middleware import BodyLimit, send_problem
 from citewise.api.openapi import PROBLEM_RESPONSES, describe_security
+from citewise.api.reload import ConfigReloader
 from citewise.errors import CitewiseError, ConfigError
 from citewise.ingest.consistency import check
 from citewise.settings import Settings
@@ -116,6 +117,8 @@ def create_app(
     def open_door(app: FastAPI) -> None:
         app.state.door = build_door(settings, app.state.services.catalog, operator_token=token,
                                     bind_host=bind_host)
+        # `citewise serve` replaces it with one that also runs the ingest schedule.
+        app.state.reloader = ConfigReloader(app.state.services, audit=app.state.door.audit)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -150,6 +153,7 @@ def create_app(
     )
     app.state.services = services
     app.state.door = None
+    app.state.reloader = None
     _describe_security(app)
     app.state.operator_token = token
     if services is not None:

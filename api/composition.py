@@ -35,6 +35,7 @@ from citewise.ingest.jobs import JobQueue
 from citewise.ingest.pipeline import IngestPipeline
 from citewise.ingest.reindex import Reindexer
 from citewise.ingest.runlock import RunLock
+from citewise.ingest.schedule import Scheduler, last_run_started, plan, zone_of
 from citewise.private_files import describe, private_folder, too_open
 from citewise.retrieval.answering import AnswerService
 from citewise.retrieval.answering.cache import SemanticCache
@@ -353,6 +354,21 @@ def build_services(settings: Settings) -> Services:
                                     max_turns=settings.conversation_max_turns),
         guardrails=Guardrails(settings.guardrails),
     )
+
+
+def build_scheduler(settings: Settings, services: Services) -> Scheduler:
+    """The [schedule] of the config, which ``citewise serve`` runs: due sources go to the job
+    queue (and its run lock). Each due source is looked up in the services' settings when it
+    is due, so a reloaded source's new settings apply without a new scheduler; the plan (which
+    source when) is ``settings``'. Building checks every cron expression and the time zone."""
+    def submit(names: list[str], trigger: str) -> None:
+        current = services.settings  # read once: a reload may swap it meanwhile
+        services.jobs.submit([current.source(n) for n in names], trigger=trigger)
+
+    return Scheduler(
+        plan(settings.schedule_ingest, settings.sources), zone_of(settings.schedule_timezone),
+        submit=submit, last_run=lambda name: last_run_started(services.catalog, name),
+        catch_up=settings.schedule_catch_up)
 
 
 # The front door ----------------------------------------------------------------------------------

@@ -66,7 +66,7 @@ RULES = (
     _rule(None, r"^/v1/sources$", "search", "search", "/v1/sources"),
     _rule("POST", r"^/v1/ingest/jobs$", "ingest", "ingest", "/v1/ingest/jobs"),
     _rule(None, r"^/v1/ingest(/|$)", "ingest", None, "/v1/ingest"),
-    _rule(None, r"^/v1/(usage|audit|keys)(/|$)", "admin", None, "/v1/admin"),
+    _rule(None, r"^/v1/(usage|audit|keys|admin)(/|$)", "admin", None, "/v1/admin"),
     _rule(None, r"^/metrics$", "admin", None, "/metrics"),
     _rule(None, r"^/v1(/|$)", None, None, "/v1"),
 )

@@ -1,5 +1,6 @@
-"""Administration over HTTP: API keys, usage and the audit log (the ``admin`` scope, checked by
-the front door). Every call is written to the audit log, reads included."""
+"""Administration over HTTP: API keys, usage, the audit log and reloading the config file
+(the ``admin`` scope, checked by the front door). Every call is written to the audit log, reads
+included."""
 
 from __future__ import annotations
 
@@ -123,3 +124,39 @@ def audit(
     entries = request.app.state.door.audit.read(start.isoformat(timespec="seconds"), limit,
                                                 action)
     return {"entries": entries}
+
+
+class ReloadedSources(BaseModel):
+    added: list[str] = Field(description="Declared now, not before.")
+    removed: list[str] = Field(description="No longer declared (their documents stay indexed).")
+    changed: list[str] = Field(description="Declared with other settings.")
+
+
+class ReloadAnswer(BaseModel):
+    config_file: str | None = Field(description="The file read.")
+    read_at: str | None = Field(description="When it was read (ISO 8601).")
+    reloaded: list[Literal["sources", "schedule", "guardrails"]] = Field(
+        description="What changed and now applies; empty when nothing did.")
+    sources: ReloadedSources
+    needs_restart: list[str] = Field(
+        description="Settings changed in the file or the environment that only a restart "
+        "applies (data_dir, host, port, qdrant_url, embedding_model, the identity methods...).",
+        examples=[["data_dir"]])
+    summary: str = Field(examples=["reloaded /etc/citewise.toml: sources; sources added: "
+                                   "team-notes"])
+
+
+@router.post("/admin/reload", summary="Reload the config file: sources, schedule, guardrails",
+             responses={422: problem_response("The config file is invalid (the problem says "
+                                              "what is wrong); the server keeps the config it "
+                                              "has.")})
+def reload_config(request: Request, who: Annotated[Caller, Depends(caller)]) -> ReloadAnswer:
+    """Reads the config file again, as `kill -HUP <pid>` of the server does. The declared
+    sources, the `[schedule]` and the `[[guardrails]]` apply to the requests after this one
+    (those in flight finish with the old ones); other settings that changed are listed in
+    `needs_restart`, not applied. Checked before anything changes. Audited as `config.reload`."""
+    reloaded = request.app.state.reloader.reload(
+        actor=who.principal, via="POST /v1/admin/reload", key=who.key,
+        client=request.client.host if request.client else None,
+        request_id=request.state.request_id)
+    return ReloadAnswer(**reloaded.as_dict())

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from citewise.api.auth import caller
 from citewise.api.identity.caller import Caller
 from citewise.api.openapi import problem_response
+from citewise.api.reload import with_stale_config
 from citewise.api.schemas import IngestRequest
 from citewise.errors import NotFoundError
 from citewise.ingest.repair import verify_index
@@ -23,23 +24,30 @@ router = APIRouter(prefix="/v1/ingest", tags=["ingest"])
 
 
 @router.post("/jobs", status_code=202, summary="Start an ingest job",
-             responses={409: problem_response("Another ingest job is running (one at a time)."),
+             responses={404: problem_response("No source of that name is declared (it says "
+                                              "so when the server's config is older than its "
+                                              "file: reload it)."),
+                        409: problem_response("Another ingest job is running (one at a time)."),
                         502: problem_response("The source could not be read.")})
 def start(body: IngestRequest, request: Request,
           who: Annotated[Caller, Depends(caller)]) -> dict:
     """Runs in the background, one job at a time; poll `GET /v1/ingest/jobs/{id}`."""
     services = request.app.state.services
-    sources = resolve_sources(
-        services.settings,
-        services.catalog,
-        path=body.path,
-        name=body.name,
-        source=body.source,
-        all_sources=body.all,
-        readers=body.readers,
-        # The operator's own CLI may name any folder; other callers only allowed ones.
-        allowed=None if who.method == "operator" else services.settings.ingest_allowed_paths,
-    )
+    settings = services.settings  # read once: a config reload may swap it meanwhile
+    try:
+        sources = resolve_sources(
+            settings,
+            services.catalog,
+            path=body.path,
+            name=body.name,
+            source=body.source,
+            all_sources=body.all,
+            readers=body.readers,
+            # The operator's own CLI may name any folder; other callers only allowed ones.
+            allowed=None if who.method == "operator" else settings.ingest_allowed_paths,
+        )
+    except NotFoundError as e:
+        raise with_stale_config(e, settings) from None
     job = services.jobs.submit(sources, trigger="api", force=body.force)
     request.app.state.door.audit.record(
         "ingest.start", actor=who.principal, key=who.key, target=job.id,

@@ -55,6 +55,14 @@ class ConfigError(CitewiseError):
     code = "config_error"
 
 
+class ConfigRefusedError(CitewiseError):
+    """A config file that a running server was asked to reload is invalid: it keeps the one
+    it has, and the caller (the operator) is told what is wrong with the file."""
+
+    status_code = 422
+    code = "invalid_config"
+
+
 class BadRequestError(CitewiseError):
     """The request itself is malformed in a way no schema describes (a repeated header)."""
 

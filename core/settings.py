@@ -15,9 +15,12 @@ config file also declares the sources that ``citewise ingest --all`` (the nightl
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tomllib
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -25,6 +28,7 @@ from pydantic import (
     AliasChoices,
     BaseModel,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -159,10 +163,36 @@ class ProviderConfig(BaseModel):
         return v.rstrip("/")
 
 
+@dataclass(frozen=True)
+class ConfigStamp:
+    """The config file as it was read: when, and the digest of the bytes parsed. A long-running
+    process (``citewise serve``) compares it with the file now to say that its config is older
+    than the file, rather than answering from the old one as if it were all there is."""
+
+    path: Path
+    digest: str
+    read_at: datetime
+
+    @classmethod
+    def of(cls, path: Path, data: bytes) -> ConfigStamp:
+        return cls(path, hashlib.sha256(data).hexdigest(), datetime.now(UTC))
+
+    def changed(self) -> bool:
+        """Whether the file now holds other bytes (or is gone) than the ones read."""
+        try:
+            return hashlib.sha256(self.path.read_bytes()).hexdigest() != self.digest
+        except OSError:
+            return True
+
+
 class Settings(BaseSettings):
     """Every knob, with the environment variable that sets it (prefix ``CITEWISE_``)."""
 
     model_config = SettingsConfigDict(env_prefix="CITEWISE_", extra="ignore")
+    # Set by ``load_settings``: the file as read, and the overrides given beside it, so that
+    # ``reread`` gives the settings the same file, environment and overrides give now.
+    _config_stamp: ConfigStamp | None = PrivateAttr(default=None)
+    _overrides: dict[str, Any] | None = PrivateAttr(default=None)
 
     config_file: Path | None = Field(
         default=None, description="TOML file with [settings] and [[sources]] (citewise.toml)."
@@ -497,6 +527,20 @@ class Settings(BaseSettings):
         """A comma-separated setting as a list, blanks dropped."""
         return [v.strip() for v in (value or "").split(",") if v.strip()]
 
+    @property
+    def config_stamp(self) -> ConfigStamp | None:
+        """The config file these settings were read from, as it was then (None: no file)."""
+        return self._config_stamp
+
+    def reread(self) -> Settings:
+        """The settings as the same config file, the environment and the same overrides give
+        them now (what ``citewise serve`` reloads). Settings not made by ``load_settings``
+        read no file, and neither do these."""
+        if self._overrides is None:
+            raise ConfigError("these settings were not read from a config file",
+                              hint="start the server with --config or CITEWISE_CONFIG_FILE")
+        return load_settings(self.config_file, **self._overrides)
+
     def source(self, name: str) -> SourceConfig:
         for s in self.sources:
             if s.name == name:
@@ -508,10 +552,13 @@ class Settings(BaseSettings):
         )
 
 
-def _read_config_file(path: Path) -> dict[str, Any]:
+def _read_config_file(path: Path) -> tuple[dict[str, Any], ConfigStamp]:
+    """The file's tables and its stamp, from one read (the digest is of the bytes parsed)."""
     try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
+        data = path.read_bytes()
+        return tomllib.loads(data.decode("utf-8")), ConfigStamp.of(path, data)
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config file {path} is not UTF-8 text: {e}") from e
     except FileNotFoundError as e:
         raise ConfigError(
             f"config file {path} does not exist",
@@ -537,9 +584,10 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
     providers: list[dict[str, Any]] = []
     guardrails: list[dict[str, Any]] = []
     slack: dict[str, Any] = {}
+    stamp: ConfigStamp | None = None
     if path is not None:
         path = Path(path).resolve()
-        raw = _read_config_file(path)
+        raw, stamp = _read_config_file(path)
         unknown = set(raw) - {"settings", "sources", "groups", "llm", "guardrails", "slack",
                               "schedule"}
         if unknown:
@@ -603,6 +651,8 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:
         raise ConfigError(f"source names must be unique; repeated: {sorted(dupes)}")
+    settings._config_stamp = stamp
+    settings._overrides = dict(overrides)
     return settings
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import signal
 import sys
@@ -17,6 +18,7 @@ from citewise.api.cli.base import (
     fail,
 )
 from citewise.errors import CitewiseError
+from citewise.settings import Settings
 
 
 @cli.command(
@@ -32,6 +34,12 @@ from citewise.errors import CitewiseError
         one process). With a [schedule] in the config (ingest = "30 2 * * *"), the server
         runs the ingests itself; an external cron and the schedule never overlap (one run
         lock per data folder).
+
+        The config file is read at start. After editing its [[sources]], [schedule] or
+        [[guardrails]], reload it without a restart: kill -HUP <pid> (the pid is in
+        data/server.json and in the start-up log) or POST /v1/admin/reload (the admin scope).
+        An invalid file is refused and the server keeps its config; other settings that
+        changed (data folder, address, index, model, identity) are named as needing a restart.
 
         On 127.0.0.1 without authentication (local mode) the X-Citewise-User/Groups headers
         are taken as given. Bound to any other address the server refuses to start unless it
@@ -56,6 +64,7 @@ def serve(obj: Context, host: str | None, port: int | None,
 
     from citewise.api.app import create_app, uvicorn_options
     from citewise.api.composition import build_services
+    from citewise.api.reload import ConfigReloader
     from citewise.api.remote import remove_server_file, write_server_file
 
     settings = obj.settings
@@ -74,20 +83,36 @@ def serve(obj: Context, host: str | None, port: int | None,
         services.close()
         fail(e)
     operator_token = secrets.token_urlsafe(32)
+
+    def reread() -> Settings:
+        fresh = settings.reread()  # the same file, environment and --data-dir
+        if insecure_trust_identity_headers:  # a flag of this command, not of the file
+            fresh.insecure_trust_identity_headers = True
+        return fresh
+
     try:
         app = create_app(settings, services, operator_token=operator_token, bind_host=host)
-        scheduler = _scheduler(settings, services)
+        # The config's sources, [schedule] and [[guardrails]], reloaded on SIGHUP and
+        # POST /v1/admin/reload; it runs the schedule.
+        reloader = ConfigReloader(services, load=reread, audit=app.state.door.audit,
+                                  schedule=True)
+        app.state.reloader = reloader
     except CitewiseError as e:
         services.close()
         fail(e)
     write_server_file(settings, host, port, operator_token)
     log.info("citewise %s serving on http://%s:%d (docs at /docs), data in %s", __version__,
              host, port, settings.data_dir)
+    log.info("identity: %s", app.state.door.authenticator.describe())
+    if settings.config_file:
+        log.info("config: %s (reload it with `kill -HUP %d` or POST /v1/admin/reload)",
+                 settings.config_file, os.getpid())
     # uvicorn handles SIGTERM by shutting down, restoring the previous handler and re-sending
     # the signal; with this handler the re-sent signal exits through `finally` below, so
     # server.json is removed and the index is flushed under systemd, docker and Kubernetes too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    scheduler.start()
+    signal.signal(signal.SIGHUP, lambda *_: _reload_on_signal(reloader, log))
+    reloader.start()
     # An idle server moves to a new index generation within seconds of `citewise reindex`
     # switching, rather than at its next request: until then any other process could open
     # (and, on the embedded engine, lock) the new generation's folder.
@@ -99,7 +124,7 @@ def serve(obj: Context, host: str | None, port: int | None,
                     log_config=None, **uvicorn_options(settings))
     finally:
         stop_following.set()
-        scheduler.stop()
+        reloader.stop()
         remove_server_file(settings)
         services.close()
 
@@ -134,16 +159,16 @@ def _start_checks(services, log) -> None:
 FOLLOW_SECONDS = 2.0
 
 
-def _scheduler(settings, services):
-    """The [schedule] of the config: due sources go to the job queue (and its run lock)."""
-    from citewise.ingest.schedule import Scheduler, last_run_started, plan, zone_of
+def _reload_on_signal(reloader, log) -> None:
+    """SIGHUP: reload the config on a thread of its own, since the handler runs on the event
+    loop's thread and a reload may wait for the scheduler to stop. An invalid file is logged
+    (and audited) by the reload, and the server keeps its config."""
+    def run() -> None:
+        try:
+            reloader.reload(actor="operator", via="SIGHUP")
+        except CitewiseError:
+            pass
+        except Exception:
+            log.exception("config reload (SIGHUP) failed; the server keeps its config")
 
-    by_name = {s.name: s for s in settings.sources}
-    return Scheduler(
-        plan(settings.schedule_ingest, settings.sources), zone_of(settings.schedule_timezone),
-        submit=lambda names, trigger: services.jobs.submit([by_name[n] for n in names],
-                                                           trigger=trigger),
-        last_run=lambda name: last_run_started(services.catalog, name),
-        catch_up=settings.schedule_catch_up)
-
-
+    threading.Thread(target=run, name="citewise-reload", daemon=True).start()

@@ -92,6 +92,32 @@ class Authenticator:
             out.append("oidc")
         return out
 
+    def describe(self) -> str:
+        """The identity methods in use, for the server's start-up log: what an operator checks
+        first when a caller is refused or let in. Never a secret (a key's count, a provider's
+        public name)."""
+        parts = []
+        active = self.keys.active_count()
+        if active:
+            parts.append(f"API keys ({active} active)")
+        if self.access:
+            parts.append(f"Cloudflare Access (team {self.access.policy.issuer})")
+        if self.oidc:
+            parts.append(f"OIDC (issuer {self.oidc.policy.issuer})")
+        if self.admin_groups and (self.access or self.oidc):
+            parts.append(f"admin groups {', '.join(sorted(self.admin_groups))}")
+        if self.trust_headers:
+            parts.append("X-Citewise-User/Groups believed from every caller "
+                         "(--insecure-trust-identity-headers)")
+        elif not self.required:
+            parts.append("local mode (callers on this machine are the operator, with every "
+                         "scope; others may search and answer)")
+        elif not parts:
+            parts.append("none: every request is refused")
+        if self.operator_token:
+            parts.append("the operator's CLI on this machine (the token in server.json)")
+        return ", ".join(parts)
+
     def authenticate(self, headers: Headers, client: str | None) -> Caller:
         for name in SINGLE_HEADERS:
             values = headers.getlist(name)

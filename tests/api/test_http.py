@@ -431,6 +431,7 @@ def test_openapi_says_how_to_authenticate_and_which_scope(client):
     assert search["description"].endswith("Needs the `search` scope.")
     assert spec["paths"]["/v1/ingest/jobs"]["post"]["x-citewise-scope"] == "ingest"
     assert spec["paths"]["/v1/keys"]["get"]["x-citewise-scope"] == "admin"
+    assert spec["paths"]["/v1/admin/reload"]["post"]["x-citewise-scope"] == "admin"
     # Liveness is public: no credential asked for.
     assert "security" not in spec["paths"]["/healthz"]["get"]
 

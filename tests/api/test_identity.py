@@ -303,3 +303,17 @@ def test_malformed_token_headers_are_401s_with_an_audit_entry(make_services, kb,
         "AND json_extract(detail, '$.status') = 401").fetchone()[0]
     # Every refusal is audited (below the audit log's 20 per client and minute).
     assert refused == 2 * len(tokens) <= 20
+
+
+def test_the_identity_methods_are_described_for_the_start_up_log(make_services, kb, idp):
+    """`citewise serve` logs this line at start (tests/api/test_reload.py reads it there)."""
+    services = _services(make_services, kb, idp, ingest=False)
+    make_key(services, "bot", "search")
+    door = create_app(services=services, bind_host="0.0.0.0").state.door
+    said = door.authenticator.describe()
+    assert said.startswith("API keys (1 active), "), said
+    assert f"Cloudflare Access (team {idp.access_issuer})" in said, said
+    assert f"OIDC (issuer {idp.oidc_issuer})" in said, said
+    assert "admin groups platform" in said, said
+    assert "local mode" not in said  # authentication is required here
+    assert AUD not in said
