@@ -153,7 +153,9 @@ def test_a_command_is_copied_with_one_click(page):
 
 
 def test_a_follow_up_continues_the_conversation(page):
-    ask(page, "Is there a runbook for failing over the redis cache?")
+    # (Asked as "Is there a runbook for failing over the redis cache?", the demo now ranks
+    # docs/retrievers.md first: its examples pass sources=["runbooks"] and quote the question.)
+    ask(page, "How do I fail over the redis cache?")
     sync_api.expect(page.locator("#new-btn")).to_be_visible()
     response, second = ask(page, "how do I trigger it by hand?", turn=2)
     sent = response.request.post_data_json
