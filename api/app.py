@@ -27,7 +27,13 @@ from citewise.api import (
     routes_query,
 )
 from citewise.api.auth import is_admin
-from citewise.api.composition import Door, Services, build_door, build_services
+from citewise.api.composition import (
+    Door,
+    Services,
+    build_answering,
+    build_door,
+    build_services,
+)
 from citewise.api.forwarded import ForwardedFor, TrustedProxies
 from citewise.api.frontdoor import FrontDoor, rule_for
 from citewise.api.http_protocol import with_header_timeout
@@ -117,6 +123,7 @@ def create_app(
     def open_door(app: FastAPI) -> None:
         app.state.door = build_door(settings, app.state.services.catalog, operator_token=token,
                                     bind_host=bind_host)
+        app.state.answering = build_answering(app.state.services, app.state.door)
         # `citewise serve` replaces it with one that also runs the ingest schedule.
         app.state.reloader = ConfigReloader(app.state.services, audit=app.state.door.audit)
 
@@ -129,7 +136,7 @@ def create_app(
         flusher = _Flusher(app.state.door, app.state.services)
         flusher.start()
         # The MCP server is made per start: its session manager runs once per instance.
-        agents = http_server(lambda: app.state.services)
+        agents = http_server(lambda: app.state.services, lambda: app.state.answering)
         app.state.mcp_app = agents.streamable_http_app(
             streamable_http_path="/", stateless_http=True, host=bind_host or "127.0.0.1")
         try:
@@ -153,6 +160,7 @@ def create_app(
     )
     app.state.services = services
     app.state.door = None
+    app.state.answering = None
     app.state.reloader = None
     _describe_security(app)
     app.state.operator_token = token

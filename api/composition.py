@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from citewise.api.answering import Answering
 from citewise.api.conversations import Conversations
 from citewise.api.guardrails import Guardrails
 from citewise.api.identity.authenticate import Authenticator, GroupBounds
@@ -386,6 +387,12 @@ class Door:
     def flush(self) -> None:
         self.usage.flush()
         self.buckets.flush()
+
+
+def build_answering(services: Services, door: Door) -> Answering:
+    """The one service every door answers through (``api/answering.py``): the services'
+    answers, conversations and guardrails, and the front door's audit log for its decisions."""
+    return Answering(services, door.audit)
 
 
 def is_loopback(host: str | None) -> bool:

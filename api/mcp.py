@@ -19,8 +19,8 @@ import httpx
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from citewise.api.identity.caller import Caller
-from citewise.errors import AuthError, CitewiseError, ForbiddenError
+from citewise.api.answering import Answering, Asker, Question
+from citewise.errors import CitewiseError, ForbiddenError
 from citewise.types import SearchFilters
 
 INSTRUCTIONS = """citewise answers questions about this organisation's runbooks, wiki and code,
@@ -28,6 +28,9 @@ with citations, from the documents the caller may read. Use `answer` for a quest
 would ask (what to do when an alert fires, who owns a service, how a procedure goes); `search`
 to find passages to read yourself; `get_document` to read a cited document or a range of its
 lines; `list_sources` to see what is indexed. Quote the citations you use."""
+
+
+ROUTE = "/mcp"  # the in-process tools' route, as guardrail policies and the audit log name it
 
 
 class Backend(Protocol):
@@ -40,14 +43,13 @@ class Backend(Protocol):
 class InProcess:
     """The tools as the caller the front door established, on the server's own services."""
 
-    def __init__(self, request, services) -> None:
-        state = request.scope.get("state") or {}
-        caller = state.get("caller")
-        if not isinstance(caller, Caller):
-            raise AuthError("no caller was established for this MCP request",
-                            hint="send an API key or token, as for the REST API")
-        self.caller = caller
+    def __init__(self, request, services, answering: Answering) -> None:
+        # The tool call runs inside its /mcp/ HTTP request: the caller is the one the front
+        # door decided for it, and what the answer meters lands on that request's usage row.
+        self.asker = Asker.of(request)
+        self.caller = self.asker.caller
         self.services = services
+        self.answering = answering
 
     def _need(self, scope: str) -> None:
         if not self.caller.may(scope):
@@ -62,8 +64,11 @@ class InProcess:
 
     def answer(self, question: str, conversation_id: str | None) -> dict:
         self._need("answer")
-        answer = self.services.answers.answer(question, self.caller.identity)
-        return answer.model_dump()
+        # The same path as /v1/answer, so the same rules: guardrails, the conversation's turn,
+        # usage and the audit log. The result has the shape /v1/answer gives citewise mcp.
+        answered = self.answering.answer(self.asker, Question(
+            question, ROUTE, conversation_id=conversation_id))
+        return {**answered.answer.model_dump(), **answered.ids()}
 
     def document(self, document_id: str, content: bool) -> dict:
         self._need("search")
@@ -207,10 +212,12 @@ def build_mcp(backend_for) -> MCPServer:
     return server
 
 
-def http_server(services) -> MCPServer:
+def http_server(services, answering) -> MCPServer:
     """The server mounted at /mcp: every call as the caller the front door established, on
-    the services ``services()`` returns (built when the app starts)."""
-    return build_mcp(lambda ctx: InProcess(ctx.request_context.request, services()))
+    the services ``services()`` and the answering ``answering()`` return (built when the app
+    starts)."""
+    return build_mcp(lambda ctx: InProcess(ctx.request_context.request, services(),
+                                           answering()))
 
 
 def stdio_server(base_url: str, api_key: str | None) -> MCPServer:

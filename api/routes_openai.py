@@ -20,27 +20,25 @@ import re
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from citewise.api.auth import caller, identity
+from citewise.api.answering import Asker, Carried, Question
+from citewise.api.auth import identity
 from citewise.api.conversations import Viewer
-from citewise.api.guardrails import Guarded
-from citewise.api.routes_query import meter, report, uses_cache
+from citewise.api.routes_query import uses_cache
 from citewise.api.sse import (
     error_problem,
     event_response,
     event_schema,
     relay,
     sse_bytes,
-    until,
 )
-from citewise.errors import GuardrailBlocked, InvalidRequestError, NotFoundError
+from citewise.errors import InvalidRequestError, NotFoundError
 from citewise.retrieval.answering import Answer, Citation
-from citewise.retrieval.answering.followup import Previous, standalone
+from citewise.retrieval.answering.followup import Previous
 from citewise.types import Identity
 
 router = APIRouter(prefix="/v1", tags=["openai"])
@@ -150,17 +148,7 @@ def get_model(model_id: str, who: Annotated[Identity, Depends(identity)]) -> Mod
     return _card()
 
 
-@dataclass
-class Turn:
-    """The question of this request, what it leans on, and the conversation it belongs to."""
-
-    asked: str
-    history: list[dict]
-    previous: Previous | None
-    conversation_id: str
-
-
-def _conversation(body: ChatCompletionRequest, owner: str) -> Turn:
+def _conversation(body: ChatCompletionRequest, owner: str, use_cache: bool) -> Question:
     """The question to answer and the turns before it. The message history is the
     conversation's state in this protocol; it is also kept as a conversation of the caller's,
     named by the caller and the first question, for listing and feedback."""
@@ -181,7 +169,8 @@ def _conversation(body: ChatCompletionRequest, owner: str) -> Turn:
         previous = Previous(earlier[-1].strip()[-2000:], title.group(1) if title else None)
     first = next(m.text() for m in turns if m.role == "user")
     conversation_id = hashlib.sha256(f"{owner}\0{first}".encode()).hexdigest()[:32]
-    return Turn(question, history, previous, conversation_id)
+    return Question(question, "/v1/chat/completions", use_cache=use_cache,
+                    carried=Carried(conversation_id, history, previous))
 
 
 def references(citations: list[Citation], base_url: str) -> str:
@@ -208,6 +197,13 @@ def _summary(answer: Answer) -> dict:
             "provider": answer.provider}
 
 
+def _kept(answer: Answer, ids: dict) -> dict:
+    """The ``citewise`` field: the answer's summary and the conversation turn it was kept as."""
+    return {**_summary(answer), "conversation_id": ids["conversation_id"],
+            "answer_id": ids["answer_id"], "question": ids["question"],
+            "rewritten_by": ids["rewritten_by"], "cached": answer.cached}
+
+
 def _usage(answer: Answer) -> ChatUsageOut:
     u = answer.usage
     tin, tout = (u.tokens_in, u.tokens_out) if u else (0, 0)
@@ -221,54 +217,26 @@ STREAM_DOC = {"description": "With `stream: true`: `chat.completion.chunk` event
 @router.post("/chat/completions", response_model=ChatCompletion,
              summary="Chat completion (OpenAI protocol)",
              responses={200: STREAM_DOC})
-def chat_completions(body: ChatCompletionRequest, request: Request,
-                     who: Annotated[Identity, Depends(identity)]):
+def chat_completions(body: ChatCompletionRequest, request: Request):
     """Answers the last user message from the knowledge base, with citations as numbered
     Markdown links and as a `citations` field. Streams when `stream` is true."""
-    services = request.app.state.services
-    owner = Viewer.of(caller(request))
-    turn = _conversation(body, owner.owner)
-    conversations = services.conversations
-    guard = Guarded(services.guardrails, "/v1/chat/completions")
-    try:
-        guard.question(turn.asked)
-        question, how = standalone(turn.asked, turn.previous, gateway=services.gateway,
-                                   history=turn.history)
-        if question != turn.asked:
-            guard.question(question)
-    except GuardrailBlocked:
-        report(request, guard)
-        raise
-    conversations.start(owner, turn.asked, conversation_id=turn.conversation_id)
-    history = turn.history
+    asker = Asker.of(request)
+    question = _conversation(body, Viewer.of(asker.caller).owner, uses_cache(request))
+    answering = request.app.state.answering
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
     base_url = str(request.base_url)
-    use_cache = uses_cache(request)
-
-    def kept(answer: Answer) -> dict:
-        answer_id = conversations.record(owner, turn.asked, question, answer,
-                                         turn.conversation_id)
-        return {**_summary(answer), "conversation_id": turn.conversation_id,
-                "answer_id": answer_id, "question": question, "rewritten_by": how,
-                "cached": answer.cached}
 
     if not body.stream:
-        try:
-            with conversations.turn(turn.conversation_id, owner):
-                answer = guard.answer(services.answers.answer(
-                    question, who, history=history, use_cache=use_cache,
-                    injection=guard.injection))
-                summary = kept(answer)
-        finally:
-            report(request, guard)
-        meter(request, answer.model_dump())
+        answered = answering.answer(asker, question)
+        answer = answered.answer
         return ChatCompletion(
             id=completion_id, created=created, model=MODEL_ID,
             choices=[Choice(index=0, message=AssistantMessage(content=_content(answer,
                                                                                  base_url)),
                             finish_reason="stop")],
-            usage=_usage(answer), citations=answer.citations, citewise=summary)
+            usage=_usage(answer), citations=answer.citations,
+            citewise=_kept(answer, answered.ids()))
 
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     streamed: list[str] = []
@@ -285,11 +253,8 @@ def chat_completions(body: ChatCompletionRequest, request: Request,
         if event.event == "delta":
             streamed.append(event.data["text"])
             return chunk({"content": event.data["text"]})
-        if event.event in ("done", "error"):
-            report(request, guard)
         if event.event == "done":
             answer = Answer.model_validate(event.data["answer"])
-            meter(request, answer.model_dump())
             sent = "".join(streamed).strip()
             tail = ""
             if answer.answer.strip() != sent:  # a fallback replaced what was streamed
@@ -299,7 +264,7 @@ def chat_completions(body: ChatCompletionRequest, request: Request,
                 tail += f"\n\n{refs}"
             out = chunk({"content": tail}) if tail else b""
             out += chunk({}, "stop", citations=[c.model_dump() for c in answer.citations],
-                         citewise=event.data["summary"])
+                         citewise=_kept(answer, event.data["answer"]))
             if include_usage:
                 out += sse_bytes(None, {"id": completion_id, "object": "chat.completion.chunk",
                                         "created": created, "model": MODEL_ID, "choices": [],
@@ -310,24 +275,12 @@ def chat_completions(body: ChatCompletionRequest, request: Request,
         return None  # block events have no place in this protocol
 
     def on_error(e: BaseException) -> bytes:
-        report(request, guard)
         return _error_chunk(error_problem(e)) + sse_bytes(None, "[DONE]")
 
     gone = threading.Event()  # the client went away: stop, and keep no turn
-
-    def events():
-        with conversations.turn(turn.conversation_id, owner):
-            for event in guard.events(until(gone, services.answers.stream(
-                    question, who, history=history, use_cache=use_cache,
-                    injection=guard.injection))):
-                if gone.is_set():
-                    return
-                if event.event == "done":
-                    event.data["summary"] = kept(Answer.model_validate(event.data["answer"]))
-                yield event
-
-    return event_response(relay(events(), encode, on_error=on_error, cancelled=gone,
-                                keepalive=services.settings.sse_keepalive))
+    return event_response(relay(answering.stream(asker, question, gone), encode,
+                                on_error=on_error, cancelled=gone,
+                                keepalive=request.app.state.services.settings.sse_keepalive))
 
 
 def _error_chunk(problem: dict) -> bytes:

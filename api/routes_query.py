@@ -8,9 +8,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from citewise.api.auth import caller, identity
-from citewise.api.conversations import Viewer, history_of, previous_of
-from citewise.api.guardrails import Guarded
+from citewise.api.answering import Asker, Question
+from citewise.api.auth import identity
 from citewise.api.openapi import problem_response
 from citewise.api.schemas import (
     AnswerRequest,
@@ -25,11 +24,7 @@ from citewise.api.sse import (
     event_schema,
     relay,
     sse_bytes,
-    until,
 )
-from citewise.errors import GuardrailBlocked
-from citewise.retrieval.answering import Answer
-from citewise.retrieval.answering.followup import standalone
 from citewise.retrieval.answering.stream import EVENTS
 from citewise.types import Identity, SearchFilters
 
@@ -98,19 +93,6 @@ STREAM_DOC = {
 }
 
 
-def meter(request: Request, answer: dict) -> None:
-    """What usage records for this request: the passages cited, the model's tokens and cost,
-    or for an answer from the cache, the tokens it saved (its usage is the original call's)."""
-    request.state.results = len(answer.get("citations") or [])
-    usage = answer.get("usage") or {}
-    tokens = (usage.get("tokens_in", 0), usage.get("tokens_out", 0), usage.get("cost", 0.0))
-    if answer.get("cached"):
-        request.state.cache_hits = 1
-        request.state.saved_tokens = tokens[0] + tokens[1]
-        tokens = (0, 0, 0.0)
-    request.state.tokens_in, request.state.tokens_out, request.state.cost = tokens
-
-
 def wants_events(request: Request, stream: bool) -> bool:
     return stream or "text/event-stream" in request.headers.get("accept", "")
 
@@ -126,10 +108,7 @@ def uses_cache(request: Request) -> bool:
                  "No such conversation (or one that is not the caller's, or has expired)."),
                  403: problem_response("The caller lacks the answer scope, or a guardrail "
                                        "policy refused the question or its answer.")})
-def answer(
-    body: AnswerRequest, request: Request, response: Response,
-    who: Annotated[Identity, Depends(identity)],
-):
+def answer(body: AnswerRequest, request: Request, response: Response):
     """An answer whose every sentence carries `[n]` markers resolving to `citations`.
 
     Extractive unless model providers are configured; if they all fail, the extractive answer
@@ -140,85 +119,26 @@ def answer(
     from the cache (`X-Citewise-Cache: hit`); `Cache-Control: no-cache` asks for a fresh one.
     """
     started = time.perf_counter()
-    services = request.app.state.services
-    conversations = services.conversations
-    owner = Viewer.of(caller(request))
+    answering = request.app.state.answering
     use_cache = uses_cache(request)
-    guard = Guarded(services.guardrails, "/v1/answer")
-    if body.conversation_id:
-        conversations.check(body.conversation_id, owner)
-    try:
-        guard.question(body.question)
-    except GuardrailBlocked:
-        report(request, guard)
-        raise
-    conversation_id = body.conversation_id or conversations.start(owner, body.question)
-
-    def ask(turns) -> tuple[str, str, list[dict]]:
-        history = history_of(turns)
-        question, how = standalone(body.question, previous_of(turns),
-                                   gateway=services.gateway, history=history)
-        if question != body.question:
-            guard.question(question)
-        return question, how, history
-
-    def ids(answer: Answer, question: str, how: str) -> dict:
-        answer_id = conversations.record(owner, body.question, question, answer,
-                                         conversation_id)
-        return {"conversation_id": conversation_id, "answer_id": answer_id,
-                "question": question, "rewritten_by": how}
-
+    question = Question(body.question, "/v1/answer", _filters(body.filters),
+                        body.conversation_id, use_cache)
     if wants_events(request, body.stream):
         gone = threading.Event()  # the client went away: stop, and keep no turn
-
-        def events():
-            with conversations.turn(conversation_id, owner) as turns:
-                question, how, history = ask(turns)
-                for event in guard.events(until(gone, services.answers.stream(
-                        question, who, _filters(body.filters), history=history,
-                        use_cache=use_cache, injection=guard.injection))):
-                    if gone.is_set():
-                        return
-                    if event.event == "done":
-                        done = Answer.model_validate(event.data["answer"])
-                        event.data["answer"].update(ids(done, question, how))
-                    yield event
+        events = answering.stream(Asker.of(request), question, gone)
 
         def encode(event) -> bytes:
             if event.event == "done":
-                meter(request, event.data["answer"])
                 event.data["answer"]["took_ms"] = round((time.perf_counter() - started) * 1000,
                                                         2)
-            if event.event in ("done", "error"):
-                report(request, guard)
             return sse_bytes(event.event, event.data)
 
-        def on_error(e: BaseException) -> bytes:
-            report(request, guard)
-            return sse_bytes("error", error_problem(e))
-
-        return event_response(relay(events(), encode, on_error=on_error, cancelled=gone,
-                                    keepalive=services.settings.sse_keepalive))
-    try:
-        with conversations.turn(conversation_id, owner) as turns:
-            question, how, history = ask(turns)
-            result = guard.answer(services.answers.answer(
-                question, who, _filters(body.filters), history=history, use_cache=use_cache,
-                injection=guard.injection))
-            extra = ids(result, question, how)
-    finally:
-        report(request, guard)
-    meter(request, result.model_dump())
-    if services.answers.cache is not None:
-        response.headers["X-Citewise-Cache"] = "hit" if result.cached else (
+        return event_response(relay(
+            events, encode, on_error=lambda e: sse_bytes("error", error_problem(e)),
+            cancelled=gone, keepalive=request.app.state.services.settings.sse_keepalive))
+    answered = answering.answer(Asker.of(request), question)
+    if request.app.state.services.answers.cache is not None:
+        response.headers["X-Citewise-Cache"] = "hit" if answered.answer.cached else (
             "miss" if use_cache else "bypass")
-    return AnswerResponse(
-        **dict(result), **extra, took_ms=round((time.perf_counter() - started) * 1000, 2)
-    )
-
-
-def report(request: Request, guard: Guarded) -> None:
-    """The request's guardrail decisions to the audit log and metrics (each once)."""
-    if guard.decisions:
-        guard.report(request.app.state.door.audit, caller(request).principal,
-                     getattr(request.state, "request_id", None))
+    return AnswerResponse(**dict(answered.answer), **answered.ids(),
+                          took_ms=round((time.perf_counter() - started) * 1000, 2))
