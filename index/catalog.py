@@ -1067,23 +1067,20 @@ class _Connection(sqlite3.Connection):
 
 
 class _Cursor(sqlite3.Cursor):
-    def __next__(self):
+    def _read(self, read):
         try:
-            return super().__next__()
+            return read()
         except sqlite3.Error as e:
             failure = self.connection.failure(e)
             if failure is None:
                 raise
             raise failure from e
 
+    def __next__(self):
+        return self._read(super().__next__)
+
     def fetchone(self):
-        try:
-            return super().fetchone()
-        except sqlite3.Error as e:
-            failure = self.connection.failure(e)
-            if failure is None:
-                raise
-            raise failure from e
+        return self._read(super().fetchone)
 
     def fetchall(self):
         return list(self)
