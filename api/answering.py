@@ -13,6 +13,7 @@ the audit log. The doors only parse their protocol and render the result.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -62,12 +63,16 @@ class Asker:
 @dataclass(frozen=True)
 class Carried:
     """The conversation as a protocol that sends its whole history with each question carries
-    it (the OpenAI one): the conversation it names, the messages before the question, and the
-    question before it. What it leans on comes from these, not from the stored turns."""
+    it (the OpenAI one): its first question, the messages before this one, and the question
+    before it. What it leans on comes from these, not from the stored turns; it is kept as a
+    conversation of the caller's named by its owner and first question (``named``)."""
 
-    conversation_id: str
+    first: str
     history: list[dict]
     previous: Previous | None
+
+    def named(self, owner: str) -> str:
+        return hashlib.sha256(f"{owner}\0{self.first}".encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True)
@@ -204,7 +209,7 @@ class Answering:
             raise
         if carried is not None:
             asking.conversation_id = conversations.start(
-                viewer, question.text, conversation_id=carried.conversation_id)
+                viewer, question.text, conversation_id=carried.named(viewer.owner))
         else:
             asking.conversation_id = question.conversation_id or conversations.start(
                 viewer, question.text)

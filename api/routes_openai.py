@@ -15,7 +15,6 @@ carrying ``role``, the last ``finish_reason``, a ``choices: []`` chunk with ``us
 
 from __future__ import annotations
 
-import hashlib
 import re
 import threading
 import time
@@ -27,7 +26,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from citewise.api.answering import Asker, Carried, Question
 from citewise.api.auth import identity
-from citewise.api.conversations import Viewer
 from citewise.api.routes_query import uses_cache
 from citewise.api.sse import (
     error_problem,
@@ -148,10 +146,11 @@ def get_model(model_id: str, who: Annotated[Identity, Depends(identity)]) -> Mod
     return _card()
 
 
-def _conversation(body: ChatCompletionRequest, owner: str, use_cache: bool) -> Question:
+def _conversation(body: ChatCompletionRequest, use_cache: bool) -> Question:
     """The question to answer and the turns before it. The message history is the
     conversation's state in this protocol; it is also kept as a conversation of the caller's,
-    named by the caller and the first question, for listing and feedback."""
+    named by the caller and the first question (``Carried.named``), for listing and
+    feedback."""
     if body.model != MODEL_ID:
         raise NotFoundError(f"model '{body.model}' is not served here",
                             hint=f"ask for model '{MODEL_ID}'")
@@ -168,9 +167,8 @@ def _conversation(body: ChatCompletionRequest, owner: str, use_cache: bool) -> Q
         title = _FIRST_REFERENCE.search(replies[-1]) if replies else None
         previous = Previous(earlier[-1].strip()[-2000:], title.group(1) if title else None)
     first = next(m.text() for m in turns if m.role == "user")
-    conversation_id = hashlib.sha256(f"{owner}\0{first}".encode()).hexdigest()[:32]
     return Question(question, "/v1/chat/completions", use_cache=use_cache,
-                    carried=Carried(conversation_id, history, previous))
+                    carried=Carried(first, history, previous))
 
 
 def references(citations: list[Citation], base_url: str) -> str:
@@ -221,7 +219,7 @@ def chat_completions(body: ChatCompletionRequest, request: Request):
     """Answers the last user message from the knowledge base, with citations as numbered
     Markdown links and as a `citations` field. Streams when `stream` is true."""
     asker = Asker.of(request)
-    question = _conversation(body, Viewer.of(asker.caller).owner, uses_cache(request))
+    question = _conversation(body, uses_cache(request))
     answering = request.app.state.answering
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())

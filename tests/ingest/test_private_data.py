@@ -15,11 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from citewise.api.composition import build_services
 from citewise.api.slack.threads import Threads
-from citewise.ingest.jobs import run_source
 from citewise.settings import load_settings
-from tests.kb import clean_env, write_site
+from tests.kb import clean_env, ingest_site, write_site
 
 CITEWISE = Path(sys.executable).with_name("citewise")
 
@@ -52,15 +50,9 @@ def test_an_ingest_under_a_loose_umask_leaves_every_file_private(tmp_path, umask
 def test_a_process_embedding_citewise_under_a_loose_umask_leaves_it_private(tmp_path, dense):
     """No CLI to set the umask: the stores create their files private, the embedded index
     closes its folder private."""
-    settings = load_settings(write_site(tmp_path))
     previous = os.umask(0o002)
     try:
-        services = build_services(settings)
-        try:
-            report = run_source(services.pipeline, settings.sources[0], trigger="test")
-            assert report.status == "succeeded", report.summary()
-        finally:
-            services.close()
+        settings = load_settings(ingest_site(tmp_path))
         threads = Threads(settings.data_dir / "slack-threads.db")
         threads.put("C1", "1.0", "conversation")
     finally:
