@@ -36,6 +36,7 @@ from citewise_client import (
     Forbidden,
     IngestJob,
     IngestRequest,
+    Refused,
     Unauthorized,
     Unreachable,
 )
@@ -136,7 +137,9 @@ class RemoteServer:
             return CitewiseError(f"the server at {self.url} did not answer: {e.reason}",
                                  hint=None if self.operator else
                                  f"check {URL_VARIABLE}, and that the server runs")
-        said = e.detail if e.code else f"the server answered {e.status}: {e.detail}"
+        if not isinstance(e, Refused):  # a reply that is not citewise's (a proxy's page)
+            return CitewiseError(str(e))
+        said = e.detail if e.code else f"the server answered {e.status}: {e.detail or ''}"
         err = CitewiseError(said or str(e), hint=e.hint)
         # The problem's code (run_locked: another run holds the lock, a skip for a cron).
         if e.code:

@@ -192,9 +192,7 @@ class CitewiseClient:
               group_by: str = "principal") -> UsageReport:
         """Requests, errors, refusals, latency, tokens and cost since ``since`` (7d, 24h or
         an ISO date), grouped by principal, key, route or day."""
-        query = UsageQuery.model_validate({"since": since, "until": until,
-                                           "group_by": group_by})
-        return self._call(USAGE, query=query)
+        return self._call(USAGE, query=UsageQuery(since=since, until=until, group_by=group_by))
 
     def health(self) -> Health:
         """Whether the server answers (admins also get the index's state)."""

@@ -94,7 +94,7 @@ class VerifyRequest(Request):
 class UsageQuery(Request):
     since: str | None = None
     until: str | None = None
-    group_by: Literal["principal", "key", "route", "day"] = "principal"
+    group_by: str = "principal"  # principal, key, route or day
 
 
 # Replies ----------------------------------------------------------------------------------------
