@@ -1,5 +1,8 @@
 # citewise: one command each for set-up, run, test, lint, benchmark.
 # Every pip call uses constraints.txt, which pins exact versions and keeps torch on the CPU build.
+# Two distributions, both editable: citewise-client (client/: the typed HTTP client and the
+# retrievers, no torch) and citewise, which requires it; pip takes the client from this checkout
+# because both are named in the same call.
 
 PYTHON ?= python3
 VENV := .venv
@@ -22,12 +25,12 @@ help:
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.setup: $(BIN)/python pyproject.toml constraints.txt
-	$(PIP) -e .
+$(VENV)/.setup: $(BIN)/python pyproject.toml client/pyproject.toml constraints.txt
+	$(PIP) -e ./client -e .
 	@touch $@
 
 $(VENV)/.setup-test: $(VENV)/.setup
-	$(PIP) -e '.[test]'
+	$(PIP) -e './client[llamaindex,langchain]' -e '.[test]'
 	@touch $@
 
 setup: $(VENV)/.setup

@@ -6,22 +6,25 @@ Two ways to reach it, one set of tools:
 * streamable HTTP at ``/mcp`` on the server: the front door has already established who is
   calling (API key, Access or OIDC token), and the tools run in-process as that caller;
 * stdio (``citewise mcp``), for an agent that starts a command: the tools call a running
-  citewise server over HTTP with ``CITEWISE_API_KEY``, so permissions are the key's.
+  citewise server over HTTP with ``CITEWISE_API_KEY`` (through ``citewise_client``), so
+  permissions are the key's.
 
 Results carry their citations (source, path, lines, link), so an agent can quote and link.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Protocol
 
-import httpx
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from citewise.api.answering import Answering, Asker, Question
 from citewise.errors import CitewiseError, ForbiddenError
 from citewise.types import SearchFilters
+from citewise_client import CitewiseClient, CitewiseClientError, Filters, Unreachable
 
 INSTRUCTIONS = """citewise answers questions about this organisation's runbooks, wiki and code,
 with citations, from the documents the caller may read. Use `answer` for a question a person
@@ -83,45 +86,40 @@ class InProcess:
 
 
 class OverHTTP:
-    """The tools through a citewise server's REST API, with a key (``citewise mcp``)."""
+    """The tools through a citewise server's HTTP API, with a key (``citewise mcp``): the
+    replies are the server's JSON, as the in-process tools give them."""
 
     def __init__(self, base_url: str, api_key: str | None, timeout: float = 120.0) -> None:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers,
-                                  timeout=timeout)
+        self._client = CitewiseClient(base_url, api_key, timeout=timeout)
 
-    def _call(self, method: str, path: str, **kwargs) -> Any:
+    @contextmanager
+    def _said(self) -> Iterator[None]:
+        """The client's errors as the agent reads them (a tool error with the message)."""
         try:
-            resp = self._http.request(method, path, **kwargs)
-        except httpx.HTTPError as e:
-            raise CitewiseError(f"citewise at {self._http.base_url} cannot be reached: {e}",
+            yield
+        except Unreachable as e:
+            raise CitewiseError(f"citewise at {self._client.base_url} cannot be reached: "
+                                f"{e.reason}",
                                 hint="start it (citewise serve) or set CITEWISE_URL") from e
-        if resp.status_code >= 400:
-            try:
-                problem = resp.json()
-                message = problem.get("detail") or resp.text
-            except ValueError:
-                message = resp.text[:200]
-            raise CitewiseError(f"citewise answered {resp.status_code}: {message}")
-        return resp.json()
+        except CitewiseClientError as e:
+            raise CitewiseError(f"citewise answered {e.status}: {e.detail or e}") from e
 
     def search(self, query: str, top_k: int, filters: dict) -> list[dict]:
-        body = {"query": query, "top_k": top_k,
-                "filters": {k: v for k, v in filters.items() if v}}
-        return self._call("POST", "/v1/search", json=body)["results"]
+        with self._said():
+            found = self._client.search(query, top_k=top_k, filters=Filters(**filters))
+        return [hit.model_dump() for hit in found.results]
 
     def answer(self, question: str, conversation_id: str | None) -> dict:
-        body: dict = {"question": question}
-        if conversation_id:
-            body["conversation_id"] = conversation_id
-        return self._call("POST", "/v1/answer", json=body)
+        with self._said():
+            return self._client.answer(question, conversation_id=conversation_id).model_dump()
 
     def document(self, document_id: str, content: bool) -> dict:
-        return self._call("GET", f"/v1/documents/{document_id}",
-                          params={"include_content": str(content).lower()})
+        with self._said():
+            return self._client.document(document_id, include_content=content).model_dump()
 
     def sources(self) -> list[dict]:
-        return self._call("GET", "/v1/sources")["sources"]
+        with self._said():
+            return [source.model_dump() for source in self._client.sources()]
 
 
 def _lines(text: str, start: int | None, end: int | None) -> str:

@@ -9,22 +9,38 @@ Two ways to get there, one client:
   command that has a remote form there, with the API key in ``CITEWISE_API_KEY``, and never
   opens a data folder of its own (``named_server``). The same variables as ``citewise mcp``,
   the Slack bot and the retrievers.
+
+Either way the calls go through ``citewise_client`` (the typed client every face of citewise
+that calls a server shares); ``RemoteServer`` words its errors for the terminal.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-
-import httpx
+from typing import Any
 
 from citewise.api.auth import OPERATOR_HEADER
-from citewise.api.integrations.client import KEY_VARIABLE, URL_VARIABLE
 from citewise.errors import CitewiseError, IndexLockedError
 from citewise.settings import Settings
+from citewise_client import (
+    KEY_VARIABLE,
+    URL_VARIABLE,
+    ActingFor,
+    CitewiseClient,
+    CitewiseClientError,
+    Filters,
+    Forbidden,
+    IngestJob,
+    IngestRequest,
+    Refused,
+    Unauthorized,
+    Unreachable,
+)
+from citewise_client.models import Mode
 
 
 def write_server_file(settings: Settings, host: str, port: int, operator_token: str) -> None:
@@ -55,6 +71,10 @@ def remove_server_file(settings: Settings) -> None:
 
 
 class RemoteServer:
+    """A server's side of the commands with a remote form, through the typed client; what the
+    client raises becomes the CLI's ``CitewiseError``, worded for the person at the terminal.
+    Replies are plain JSON, as the commands print them (the same as in-process)."""
+
     def __init__(self, url: str, api_key: str | None = None, timeout: float = 30.0,
                  operator_token: str | None = None) -> None:
         self.url = url.rstrip("/")
@@ -62,55 +82,84 @@ class RemoteServer:
         # a key holder only what the key's scopes allow.
         self.operator = operator_token is not None
         self.api_key = api_key
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        if operator_token:
-            headers[OPERATOR_HEADER] = operator_token
-        self.http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+        self.client = CitewiseClient(
+            self.url, api_key, timeout=timeout,
+            headers={OPERATOR_HEADER: operator_token} if operator_token else None)
 
-    def request(self, method: str, path: str, **kwargs) -> dict:
+    def search(self, query: str, *, top_k: int, mode: Mode, filters: Filters,
+               acting_for: ActingFor) -> list[dict[str, Any]]:
+        with self._said():
+            found = self.client.search(query, top_k=top_k, mode=mode, filters=filters,
+                                       acting_for=acting_for)
+        return [hit.model_dump() for hit in found.results]
+
+    def answer(self, question: str, *, acting_for: ActingFor) -> dict[str, Any]:
+        with self._said():
+            return self.client.answer(question, acting_for=acting_for).model_dump()
+
+    def sources(self) -> list[dict[str, Any]]:
+        with self._said():
+            return [source.model_dump() for source in self.client.sources()]
+
+    def ingest(self, request: IngestRequest,
+               on_update: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        def update(job: IngestJob) -> None:
+            on_update(job.model_dump())
+
+        with self._said():
+            return self.client.ingest(request, on_update=update).model_dump()
+
+    def verify(self, *, repair: bool, force: bool) -> dict[str, Any]:
+        with self._said():
+            return self.client.verify(repair=repair, force=force).model_dump()
+
+    def usage(self, *, since: str, group_by: str) -> dict[str, Any]:
+        with self._said():
+            return self.client.usage(since=since, group_by=group_by).model_dump()
+
+    def answers(self) -> bool:
+        """Whether the server answers at all (``/healthz``)."""
         try:
-            resp = self.http.request(method, path, **kwargs)
-        except httpx.HTTPError as e:
-            raise CitewiseError(f"the server at {self.url} did not answer: {e}",
-                                hint=None if self.operator else
-                                f"check {URL_VARIABLE}, and that the server runs") from e
-        if resp.status_code >= 400:
-            try:
-                body = resp.json()
-                err = CitewiseError(body.get("detail", resp.text), hint=body.get("hint"))
-                # The problem's type names its code (urn:citewise:error:run_locked).
-                kind = str(body.get("type") or "")
-                if kind.startswith("urn:citewise:error:"):
-                    err.code = kind.rsplit(":", 1)[1]
-            except ValueError:
-                err = CitewiseError(f"the server answered {resp.status_code}: {resp.text[:200]}")
-            err.status_code = resp.status_code
-            raise self._as_key_holder(err)
-        return resp.json()
+            self.client.health()
+            return True
+        except CitewiseClientError:
+            return False
 
-    def _as_key_holder(self, err: CitewiseError) -> CitewiseError:
-        """A refusal of the key says which server and which variable, since the person reading
-        it set CITEWISE_API_KEY rather than an Authorization header."""
-        if self.operator or err.status_code not in (401, 403):
+    @contextmanager
+    def _said(self) -> Iterator[None]:
+        try:
+            yield
+        except CitewiseClientError as e:
+            raise self._as_cli_error(e) from e
+
+    def _as_cli_error(self, e: CitewiseClientError) -> CitewiseError:
+        if isinstance(e, Unreachable):
+            return CitewiseError(f"the server at {self.url} did not answer: {e.reason}",
+                                 hint=None if self.operator else
+                                 f"check {URL_VARIABLE}, and that the server runs")
+        if not isinstance(e, Refused):  # a reply that is not citewise's (a proxy's page)
+            return CitewiseError(str(e))
+        said = e.detail if e.code else f"the server answered {e.status}: {e.detail or ''}"
+        err = CitewiseError(said or str(e), hint=e.hint)
+        # The problem's code (run_locked: another run holds the lock, a skip for a cron).
+        if e.code:
+            err.code = e.code
+        if e.status is not None:
+            err.status_code = e.status
+        if self.operator:
             return err
-        if err.status_code == 401 and not self.api_key:
+        # A refusal of the key says which server and which variable, since the person reading
+        # it set CITEWISE_API_KEY rather than an Authorization header.
+        if isinstance(e, Unauthorized) and not self.api_key:
             err.message = (f"the server at {self.url} requires an API key, and {KEY_VARIABLE} "
                            "is not set")
             err.hint = (f"set {KEY_VARIABLE} to a key made on the server's machine with the "
                         "scopes the command needs, e.g. `citewise keys create cron --scopes "
                         "ingest`")
-        else:  # a key that is wrong, revoked or expired, or lacks the scope: the server says
+        elif isinstance(e, Unauthorized | Forbidden):
+            # A key that is wrong, revoked or expired, or lacks the scope: the server says.
             err.message = f"the server at {self.url} refused {KEY_VARIABLE}: {err.message}"
         return err
-
-    def ingest(self, payload: dict, on_update: Callable[[dict], None], poll: float = 1.0) -> dict:
-        job = self.request("POST", "/v1/ingest/jobs", json=payload)
-        while job["status"] in ("queued", "running"):
-            on_update(job)
-            time.sleep(poll)
-            job = self.request("GET", f"/v1/ingest/jobs/{job['id']}")
-        on_update(job)
-        return job
 
 
 def named_server(url: str) -> RemoteServer:
@@ -124,11 +173,8 @@ def find_server(settings: Settings, locked: IndexLockedError) -> RemoteServer:
     info = _read(settings.server_file)
     if info and info.get("url"):
         server = RemoteServer(info["url"], operator_token=info.get("operator_token"))
-        try:
-            server.request("GET", "/healthz")
+        if server.answers():
             return server
-        except CitewiseError:
-            pass
         raise IndexLockedError(
             f"the embedded index in {settings.data_dir} is held by another process, and the "
             f"server recorded in {settings.server_file} ({info['url']}, pid {info.get('pid')}) "

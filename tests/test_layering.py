@@ -2,6 +2,8 @@
 
 Imports inside functions count too: they are the ones nothing else catches. A layer may import
 itself, ``core`` and the layers listed for it; ``api`` (HTTP, CLI, evaluation) may import any.
+The HTTP client (``client/``, the ``citewise_client`` distribution) stands outside the layers:
+it imports nothing of citewise, and of the layers only ``api`` imports it.
 """
 
 from __future__ import annotations
@@ -64,8 +66,42 @@ def violations(root: Path) -> list[str]:
     return out
 
 
+def client_violations(root: Path) -> list[str]:
+    """``path:line: ...`` for each import across the client's boundary."""
+    out = []
+    for path in sorted((root / "client" / "citewise_client").rglob("*.py")):
+        for line, module in imported_modules(ast.parse(path.read_text(encoding="utf-8"))):
+            if layer_of_module(module) is not None:
+                out.append(f"{path.relative_to(root)}:{line}: the client imports {module}")
+    for layer in LAYERS:
+        if layer == "api":
+            continue
+        for path in sorted((root / layer).rglob("*.py")):
+            for line, module in imported_modules(ast.parse(path.read_text(encoding="utf-8"))):
+                if module.split(".")[0] == "citewise_client":
+                    out.append(f"{path.relative_to(root)}:{line}: {layer} imports {module} "
+                               "(the HTTP client)")
+    return out
+
+
 def test_every_import_follows_the_dependency_direction():
     assert violations(ROOT) == []
+
+
+def test_the_client_and_the_layers_stay_apart():
+    assert client_violations(ROOT) == []
+
+
+@pytest.mark.parametrize(("folder", "module"), [
+    ("client/citewise_client", "citewise.errors"),
+    ("retrieval", "citewise_client.models"),
+])
+def test_a_wrong_import_of_or_by_the_client_is_caught(tmp_path, folder, module):
+    for name in (*LAYERS, "client/citewise_client"):
+        (tmp_path / name).mkdir(parents=True, exist_ok=True)
+    (tmp_path / folder / "wrong.py").write_text(f"def later():\n    import {module}\n")
+    (found,) = client_violations(tmp_path)
+    assert f"imports {module}" in found
 
 
 def test_core_imports_nothing_of_the_layers_above():
@@ -104,4 +140,11 @@ def test_every_package_folder_is_installed():
         for init in (ROOT / folder).rglob("__init__.py"):
             rel = init.parent.relative_to(ROOT / folder)
             expected.add(".".join([name, *rel.parts]) if rel.parts else name)
+    assert set(project["packages"]) == expected
+
+
+def test_every_package_folder_of_the_client_is_installed():
+    project = tomllib.loads((ROOT / "client" / "pyproject.toml").read_text())["tool"]["setuptools"]
+    expected = {".".join(init.parent.relative_to(ROOT / "client").parts)
+                for init in (ROOT / "client" / "citewise_client").rglob("__init__.py")}
     assert set(project["packages"]) == expected

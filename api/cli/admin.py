@@ -191,8 +191,7 @@ def usage(obj: Context, since: str, group_by: str, as_json: bool) -> None:
 
     if obj.url:
         with obj.services() as (_, remote):  # the server records the read in its audit log
-            body = remote.request("GET", "/v1/usage",
-                                  params={"since": since, "group_by": group_by})
+            body = remote.usage(since=since, group_by=group_by)
         start, rows = datetime.fromisoformat(body["since"]), body["rows"]
     else:
         with _catalog(obj) as catalog:

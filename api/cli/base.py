@@ -159,13 +159,3 @@ def identity_options(f):
     f = click.option("--user", help="Search as this user (default: anonymous, public only).")(f)
     return f
 
-
-
-
-def identity_headers(user: str | None, groups: tuple[str, ...]) -> dict:
-    headers = {}
-    if user:
-        headers["X-Citewise-User"] = user
-    if groups:
-        headers["X-Citewise-Groups"] = ",".join(groups)
-    return headers

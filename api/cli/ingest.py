@@ -153,9 +153,11 @@ def _ingest_remote(remote, path, name, source, all_sources, readers, force,
                    err=True)
     else:
         click.echo(f"running on the server at {remote.url} (CITEWISE_URL)", err=True)
-    payload = {"path": str(Path(path).resolve()) if path else None, "name": name,
-               "source": source, "all": all_sources, "force": force,
-               "readers": readers if path else None}
+    from citewise_client import IngestRequest
+
+    request = IngestRequest(path=str(Path(path).resolve()) if path else None, name=name,
+                            source=source, all=all_sources, force=force,
+                            readers=readers if path else None)
     last = [None]
 
     def on_update(job: dict) -> None:
@@ -168,7 +170,7 @@ def _ingest_remote(remote, path, name, source, all_sources, readers, force,
             click.echo(line, err=True)
             last[0] = line
 
-    job = remote.ingest(payload, on_update)
+    job = remote.ingest(request, on_update)
     if job["status"] == "failed":
         raise CitewiseError(f"the server's ingest job failed: {job.get('message')}")
     return job["reports"]

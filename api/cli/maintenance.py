@@ -87,8 +87,7 @@ def verify(obj: Context, repair: bool, force: bool, rebuild_catalog: bool, verbo
             click.echo(f"the server at {remote.url} holds the index; asking it" if
                        remote.operator else f"asking the server at {remote.url} (CITEWISE_URL)",
                        err=True)
-            result = remote.request("POST", "/v1/ingest/verify",
-                                    json={"repair": repair, "force": force}, timeout=None)
+            result = remote.verify(repair=repair, force=force)
         else:
             result = _verify_local(services, repair, force)
     if as_json:

@@ -9,7 +9,6 @@ import click
 
 from citewise.api.cli.base import (
     cli,
-    identity_headers,
     identity_options,
 )
 
@@ -45,11 +44,12 @@ def search(obj, query, top_k, sources, path_prefix, tags, services_, mode, user,
                             services=list(services_))
     with obj.services() as (services, remote):
         if remote is not None:
-            body = {"query": query, "top_k": top_k, "mode": mode,
-                    "filters": {"sources": list(sources), "path_prefix": path_prefix,
-                                "tags": list(tags), "services": list(services_)}}
-            results = remote.request("POST", "/v1/search", json=body,
-                                     headers=identity_headers(user, groups))["results"]
+            from citewise_client import ActingFor, Filters
+
+            results = remote.search(
+                query, top_k=top_k, mode=mode, acting_for=ActingFor(user, groups),
+                filters=Filters(sources=list(sources), path_prefix=path_prefix,
+                                tags=list(tags), services=list(services_)))
         else:
             results = [r.model_dump() for r in services.search.search(
                 query, Identity(user, tuple(groups)), top_k=top_k, filters=filters, mode=mode)]
@@ -87,8 +87,9 @@ def ask(obj, question, user, groups, as_json) -> None:
 
     with obj.services() as (services, remote):
         if remote is not None:
-            result = remote.request("POST", "/v1/answer", json={"question": question},
-                                    headers=identity_headers(user, groups))
+            from citewise_client import ActingFor
+
+            result = remote.answer(question, acting_for=ActingFor(user, groups))
         else:
             result = services.answers.answer(
                 question, Identity(user, tuple(groups))).model_dump()

@@ -29,8 +29,7 @@ def sources(obj: Context, as_json: bool) -> None:
     """List sources: declared in the config and/or present in the catalog."""
     if obj.url:
         with obj.services() as (_, remote):
-            out = [{k: v for k, v in s.items() if k != "last_run"}
-                   for s in remote.request("GET", "/v1/sources")["sources"]]
+            out = [{k: v for k, v in s.items() if k != "last_run"} for s in remote.sources()]
     else:
         out = _local(obj)
     if as_json:

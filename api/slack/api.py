@@ -2,16 +2,31 @@
 
 The bot's key must be allowed to assert identity (``citewise keys create slack-bot --scopes
 search,answer --assert-identity``): it sends the person's email and groups in
-``X-Citewise-User`` / ``X-Citewise-Groups``, and citewise filters by them as it would for that
-person. Every failure becomes a ``CitewiseUnavailable`` with one short sentence for the person
-and the request id for the log.
+``X-Citewise-User`` / ``X-Citewise-Groups`` (``ActingFor``), and citewise filters by them as it
+would for that person. The calls go through ``citewise_client``; every failure becomes a
+``CitewiseUnavailable`` with one short sentence for the person, chosen by the kind of error
+(the problem's type), and the request id for the log.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import httpx
 
-from citewise.api.cli.base import identity_headers
+from citewise_client import (
+    ActingFor,
+    Answer,
+    CitewiseClient,
+    CitewiseClientError,
+    Filters,
+    GuardrailBlocked,
+    NotFound,
+    RateLimited,
+    SearchHit,
+    Unreachable,
+)
 
 
 class CitewiseUnavailable(Exception):
@@ -26,58 +41,56 @@ class CitewiseAPI:
     def __init__(self, base_url: str, api_key: str | None, *, timeout: float = 60.0,
                  transport: httpx.BaseTransport | None = None) -> None:
         self.base_url = base_url.rstrip("/")
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout,
-                                  transport=transport)
-
-    @staticmethod
-    def _identity(user: str | None, groups: list[str]) -> dict:
-        return identity_headers(user, tuple(groups))
-
-    def _post(self, path: str, body: dict, headers: dict) -> dict:
-        try:
-            resp = self._http.post(path, json=body, headers=headers)
-        except httpx.HTTPError as e:
-            raise CitewiseUnavailable(
-                "citewise cannot be reached right now; try again in a minute.") from e
-        request_id = resp.headers.get("x-request-id")
-        if resp.status_code == 429:
-            wait = resp.headers.get("retry-after", "a few")
-            raise CitewiseUnavailable(f"Too many questions just now: try again in {wait} s.",
-                                      request_id, 429)
-        if resp.status_code == 403 and "guardrail" in resp.text:
-            raise CitewiseUnavailable(
-                "That is a subject citewise does not answer here: "
-                + resp.json().get("detail", ""), request_id, 403)
-        if resp.status_code == 404 and path.startswith("/v1/answer"):
-            raise CitewiseUnavailable("That conversation has expired; ask again.", request_id,
-                                      404)
-        if resp.status_code >= 400:
-            raise CitewiseUnavailable(
-                f"citewise could not answer (error {resp.status_code}); the team that runs it "
-                f"can look up request {request_id}.", request_id, resp.status_code)
-        return resp.json()
+        self._client = CitewiseClient(self.base_url, api_key, timeout=timeout,
+                                      transport=transport)
 
     def answer(self, question: str, *, user: str | None, groups: list[str],
-               conversation_id: str | None = None, sources: list[str] | None = None) -> dict:
-        body: dict = {"question": question[:2000]}
-        if conversation_id:
-            body["conversation_id"] = conversation_id
-        if sources:
-            body["filters"] = {"sources": sources}
-        return self._post("/v1/answer", body, self._identity(user, groups))
+               conversation_id: str | None = None, sources: list[str] | None = None) -> Answer:
+        with self._apology(answering=True):
+            return self._client.answer(question[:2000], conversation_id=conversation_id,
+                                       filters=Filters(sources=sources or []),
+                                       acting_for=ActingFor(user, groups))
 
     def search(self, query: str, *, user: str | None, groups: list[str], top_k: int = 3,
-               sources: list[str] | None = None) -> list[dict]:
-        body: dict = {"query": query[:2000], "top_k": top_k}
-        if sources:
-            body["filters"] = {"sources": sources}
-        return self._post("/v1/search", body, self._identity(user, groups))["results"]
+               sources: list[str] | None = None) -> list[SearchHit]:
+        with self._apology():
+            return self._client.search(query[:2000], top_k=top_k,
+                                       filters=Filters(sources=sources or []),
+                                       acting_for=ActingFor(user, groups)).results
 
     def feedback(self, answer_id: str, helpful: bool, *, user: str | None,
                  groups: list[str]) -> None:
-        self._post(f"/v1/answers/{answer_id}/feedback", {"helpful": helpful},
-                   self._identity(user, groups))
+        with self._apology():
+            self._client.feedback(answer_id, helpful=helpful, acting_for=ActingFor(user, groups))
 
     def close(self) -> None:
-        self._http.close()
+        self._client.close()
+
+    @contextmanager
+    def _apology(self, *, answering: bool = False) -> Iterator[None]:
+        try:
+            yield
+        except Unreachable as e:
+            raise CitewiseUnavailable(
+                "citewise cannot be reached right now; try again in a minute.") from e
+        except RateLimited as e:
+            wait = f"{e.retry_after:g}" if e.retry_after is not None else "a few"
+            raise CitewiseUnavailable(f"Too many questions just now: try again in {wait} s.",
+                                      e.request_id, e.status) from e
+        except GuardrailBlocked as e:
+            raise CitewiseUnavailable(
+                "That is a subject citewise does not answer here: " + (e.detail or ""),
+                e.request_id, e.status) from e
+        except NotFound as e:
+            if not answering:
+                raise self._failed(e) from e
+            raise CitewiseUnavailable("That conversation has expired; ask again.",
+                                      e.request_id, e.status) from e
+        except CitewiseClientError as e:
+            raise self._failed(e) from e
+
+    @staticmethod
+    def _failed(e: CitewiseClientError) -> CitewiseUnavailable:
+        return CitewiseUnavailable(
+            f"citewise could not answer (error {e.status}); the team that runs it can look up "
+            f"request {e.request_id}.", e.request_id, e.status)

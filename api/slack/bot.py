@@ -110,11 +110,11 @@ class Bot:
             answer = self.api.answer(question, user=user, groups=groups,
                                      conversation_id=conversation, sources=config.sources)
             if asked.thread_ts:
-                self.threads.put(asked.channel, asked.thread_ts, answer["conversation_id"])
+                self.threads.put(asked.channel, asked.thread_ts, answer.conversation_id)
             closest = None
-            if answer.get("abstained"):
-                closest = self.api.search(question, user=user, groups=groups,
-                                          sources=config.sources)
+            if answer.abstained:
+                closest = [hit.model_dump() for hit in self.api.search(
+                    question, user=user, groups=groups, sources=config.sources)]
         except UnknownPerson:
             self._say(asked, "I cannot tell who you are (your Slack profile has no email "
                              "citewise knows), so I cannot answer from documents you may "
@@ -132,9 +132,9 @@ class Bot:
             share = [{"type": "actions", "block_id": "citewise_share", "elements": [
                 {"type": "button", "action_id": "citewise_share", "value": question[:1900],
                  "text": {"type": "plain_text", "text": "Share in channel"}}]}]
-        rendered = render(answer, self.server_url, closest=closest, extra=share)
+        rendered = render(answer.model_dump(), self.server_url, closest=closest, extra=share)
         if not asked.direct and not config.ephemeral and not config.audience and \
-                not answer.get("abstained"):
+                not answer.abstained:
             rendered.messages[-1]["blocks"].append({"type": "context", "elements": [{
                 "type": "mrkdwn", "text": "Answered from documents everyone may read; ask me "
                 "in a DM for what only you may read."}]})

@@ -1,4 +1,4 @@
-"""The llama-index and LangChain retrievers (``citewise.api.integrations``), sync and async,
+"""The llama-index and LangChain retrievers (``citewise_client``), sync and async,
 calling a real citewise server over HTTP with the demo knowledge base and real API keys.
 
 Each framework is an optional extra: without it, its tests skip and say which extra to install.
@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from citewise.api.app import create_app
-from citewise.api.integrations.client import CitewiseClient, CitewiseClientError
+from citewise_client import CitewiseClient, CitewiseClientError
 from tests.kb import make_key
 from tests.live import LiveServer, free_port
 
@@ -45,8 +45,8 @@ def server(demo_kb) -> Iterator[tuple[str, dict[str, str]]]:
 @pytest.fixture(scope="module")
 def llama():
     pytest.importorskip("llama_index.core", reason="llama-index-core is not installed: "
-                        "pip install 'citewise[llamaindex]'")
-    from citewise.api.integrations import llamaindex
+                        "pip install 'citewise-client[llamaindex]'")
+    from citewise_client import llamaindex
 
     return llamaindex
 
@@ -54,8 +54,8 @@ def llama():
 @pytest.fixture(scope="module")
 def lc():
     pytest.importorskip("langchain_core", reason="langchain-core is not installed: "
-                        "pip install 'citewise[langchain]'")
-    from citewise.api.integrations import langchain
+                        "pip install 'citewise-client[langchain]'")
+    from citewise_client import langchain
 
     return langchain
 

@@ -1,13 +1,14 @@
 """citewise as a LangChain retriever: cited, permission-checked passages from a server.
 
-    from citewise.api.integrations.langchain import CitewiseRetriever
+    from citewise_client.langchain import CitewiseRetriever
 
     retriever = CitewiseRetriever(top_k=3, sources=["runbooks"])  # $CITEWISE_URL, _API_KEY
     for doc in retriever.invoke("how do I fail over the redis cache?"):
         print(doc.metadata["score"], doc.metadata["citation"])
 
 Each passage is a ``Document`` whose id is the chunk id and whose metadata carries the
-citation (``client.METADATA_KEYS``) and the score. The server decides what the key may read.
+citation (``passages.METADATA_KEYS``) and the score. The server decides what the key may read.
+Needs the ``langchain`` extra: ``pip install 'citewise-client[langchain]'``.
 """
 
 from __future__ import annotations
@@ -23,13 +24,10 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, SecretStr
 
-from citewise.api.integrations.client import (
-    KEY_VARIABLE,
-    URL_VARIABLE,
-    CitewiseClient,
-    Mode,
-    SearchHit,
-)
+from citewise_client.client import CitewiseClient
+from citewise_client.environment import KEY_VARIABLE, URL_VARIABLE
+from citewise_client.models import Filters, Mode, SearchHit
+from citewise_client.passages import metadata_of
 
 __all__ = ["CitewiseRetriever"]
 
@@ -46,7 +44,7 @@ class CitewiseRetriever(BaseRetriever):
     connection settings (``base_url``, ``api_key``, ``timeout``, ``headers``) are read when the
     retriever is made, the search settings on every call. The document tag filter is
     ``document_tags``: ``tags`` stays LangChain's own (run tags for callbacks).
-    Failures raise ``citewise.api.integrations.client.CitewiseClientError``.
+    Failures raise ``citewise_client.CitewiseClientError`` (of its kind: ``errors.py``).
     """
 
     # A misspelt filter (``source=``) must not be ignored quietly: it would widen the search.
@@ -67,24 +65,27 @@ class CitewiseRetriever(BaseRetriever):
     _client: CitewiseClient = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
-        self._client = CitewiseClient(
+        self._client = CitewiseClient.from_environment(
             self.base_url, self.api_key.get_secret_value() if self.api_key else None,
             timeout=self.timeout, headers=self.headers)
 
-    def _options(self) -> dict:
-        return {"top_k": self.top_k, "mode": self.mode, "sources": self.sources,
-                "tags": self.document_tags, "services": self.services,
-                "path_prefix": self.path_prefix}
+    def _filters(self) -> Filters:
+        return Filters(sources=self.sources, tags=self.document_tags, services=self.services,
+                       path_prefix=self.path_prefix)
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
     ) -> list[Document]:
-        return [document_of(hit) for hit in self._client.search(query, **self._options())]
+        found = self._client.search(query, top_k=self.top_k, mode=self.mode,
+                                    filters=self._filters())
+        return [document_of(hit) for hit in found.results]
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
     ) -> list[Document]:
-        return [document_of(hit) for hit in await self._client.asearch(query, **self._options())]
+        found = await self._client.asearch(query, top_k=self.top_k, mode=self.mode,
+                                           filters=self._filters())
+        return [document_of(hit) for hit in found.results]
 
     def close(self) -> None:
         """Ends the kept connections of sync calls (async calls keep none)."""
@@ -92,5 +93,5 @@ class CitewiseRetriever(BaseRetriever):
 
 
 def document_of(hit: SearchHit) -> Document:
-    return Document(page_content=hit.text, metadata={**hit.metadata(), "score": hit.score},
+    return Document(page_content=hit.text, metadata={**metadata_of(hit), "score": hit.score},
                     id=hit.chunk_id)

@@ -1,14 +1,15 @@
 """citewise as a llama-index retriever: cited, permission-checked passages from a server.
 
-    from citewise.api.integrations.llamaindex import CitewiseRetriever
+    from citewise_client.llamaindex import CitewiseRetriever
 
     retriever = CitewiseRetriever(top_k=3, sources=["runbooks"])  # $CITEWISE_URL, _API_KEY
     for hit in retriever.retrieve("how do I fail over the redis cache?"):
         print(hit.score, hit.node.metadata["citation"])
 
 Each passage is a ``TextNode`` whose id is the chunk id and whose metadata carries the
-citation (``client.METADATA_KEYS``). The server decides what the key may read; nothing is
-indexed on this side.
+citation (``passages.METADATA_KEYS``). The server decides what the key may read; nothing is
+indexed on this side. Needs the ``llamaindex`` extra:
+``pip install 'citewise-client[llamaindex]'``.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from citewise.api.integrations.client import (
+from citewise_client.client import CitewiseClient
+from citewise_client.models import Filters, Mode, SearchHit
+from citewise_client.passages import (
     FOR_THE_EMBEDDING,
     FOR_THE_MODEL,
     METADATA_KEYS,
-    CitewiseClient,
-    Mode,
-    SearchHit,
+    metadata_of,
 )
 
 __all__ = ["CitewiseRetriever"]
@@ -36,7 +37,7 @@ class CitewiseRetriever(BaseRetriever):
 
     ``base_url`` and ``api_key`` default to ``$CITEWISE_URL`` and ``$CITEWISE_API_KEY``. The
     filters match any of their values (``sources=["runbooks", "wiki"]``) and combine with each
-    other. Failures raise ``citewise.api.integrations.client.CitewiseClientError``.
+    other. Failures raise ``citewise_client.CitewiseClientError`` (of its kind: ``errors.py``).
     """
 
     def __init__(
@@ -55,7 +56,8 @@ class CitewiseRetriever(BaseRetriever):
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
-        self.client = CitewiseClient(base_url, api_key, timeout=timeout, headers=headers)
+        self.client = CitewiseClient.from_environment(base_url, api_key, timeout=timeout,
+                                                      headers=headers)
         self.top_k = top_k
         self.sources = list(sources)
         self.tags = list(tags)
@@ -64,17 +66,19 @@ class CitewiseRetriever(BaseRetriever):
         self.mode: Mode = mode
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
-    def _options(self) -> dict:
-        return {"top_k": self.top_k, "mode": self.mode, "sources": self.sources,
-                "tags": self.tags, "services": self.services, "path_prefix": self.path_prefix}
+    def _filters(self) -> Filters:
+        return Filters(sources=self.sources, tags=self.tags, services=self.services,
+                       path_prefix=self.path_prefix)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return [node_of(hit) for hit in self.client.search(query_bundle.query_str,
-                                                           **self._options())]
+        found = self.client.search(query_bundle.query_str, top_k=self.top_k, mode=self.mode,
+                                   filters=self._filters())
+        return [node_of(hit) for hit in found.results]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        hits = await self.client.asearch(query_bundle.query_str, **self._options())
-        return [node_of(hit) for hit in hits]
+        found = await self.client.asearch(query_bundle.query_str, top_k=self.top_k,
+                                          mode=self.mode, filters=self._filters())
+        return [node_of(hit) for hit in found.results]
 
     def close(self) -> None:
         """Ends the kept connections of sync calls (async calls keep none)."""
@@ -86,7 +90,7 @@ def node_of(hit: SearchHit) -> NodeWithScore:
     text; an embedding sees title and heading; ids, links and line numbers stay metadata.
     Empty fields (no symbol outside code) are left out of both texts: "symbol: None" is noise.
     """
-    metadata = hit.metadata()
+    metadata = metadata_of(hit)
     empty = {k for k, v in metadata.items() if v is None or v == ""}
     node = TextNode(
         id_=hit.chunk_id,
