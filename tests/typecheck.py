@@ -1,11 +1,11 @@
-"""mypy over the installed ``citewise`` packages, with the settings of pyproject.toml.
+"""mypy over the installed packages of this checkout, with the settings of pyproject.toml.
 
 The folders are packages only through pyproject's ``package-dir`` (``core/`` is ``citewise``,
 ``index/`` is ``citewise.index``, ...), which the editable install maps with an import hook
-that mypy does not run. So this lays the installed tree out under ``build/typecheck/`` as
-symbolic links to the folders (always the files of the checkout, never copies), runs mypy on
-``-p citewise`` there, and writes the paths it reports back as the checkout's paths
-(``citewise/index/catalog.py`` -> ``index/catalog.py``).
+that mypy does not run (nor for ``client/``'s ``citewise_client``). So this lays the installed
+tree out under ``build/typecheck/`` as symbolic links to the folders (always the files of the
+checkout, never copies), runs mypy on its top-level packages there, and writes the paths it
+reports back as the checkout's paths (``citewise/index/catalog.py`` -> ``index/catalog.py``).
 
 ``make typecheck`` runs this file; ``tests/test_types.py`` runs it in ``make test``.
 """
@@ -21,13 +21,24 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# The distributions built from this checkout (the Makefile installs both): citewise, and the
+# light citewise-client in client/.
+DISTRIBUTIONS = (".", "client")
 
 
 def package_dirs(root: Path) -> dict[str, Path]:
-    """Package -> folder, from pyproject's ``[tool.setuptools] package-dir``."""
-    project = tomllib.loads((root / "pyproject.toml").read_text())
-    return {name: root / folder
-            for name, folder in project["tool"]["setuptools"]["package-dir"].items()}
+    """Package -> folder for each distribution: from its ``[tool.setuptools] package-dir``, or
+    its listed packages at its root where it maps none."""
+    found = {}
+    for where in DISTRIBUTIONS:
+        project = root / where / "pyproject.toml"
+        if not project.exists():
+            continue
+        setuptools = tomllib.loads(project.read_text())["tool"]["setuptools"]
+        mapped = setuptools.get("package-dir") or {
+            name: name.replace(".", "/") for name in setuptools["packages"]}
+        found.update({name: root / where / folder for name, folder in mapped.items()})
+    return found
 
 
 def lay_out(root: Path, tree: Path) -> dict[str, Path]:
@@ -76,9 +87,10 @@ def run_mypy(root: Path = ROOT, *, build: Path | None = None) -> tuple[int, str]
     build = build or root / "build" / "typecheck"
     tree = build / "tree"
     prefixes = lay_out(root, tree)
+    packages = [arg for name in package_dirs(root) if "." not in name for arg in ("-p", name)]
     done = subprocess.run(
         [sys.executable, "-m", "mypy", "--config-file", str(root / "pyproject.toml"),
-         "--cache-dir", str(build / "mypy_cache"), "-p", "citewise"],
+         "--cache-dir", str(build / "mypy_cache"), *packages],
         cwd=tree, capture_output=True, text=True,
         # No MYPYPATH from the caller's shell: the tree is the one place citewise comes from.
         env={k: v for k, v in os.environ.items() if k != "MYPYPATH"},
