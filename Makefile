@@ -11,13 +11,14 @@ PIP := $(BIN)/pip install --disable-pip-version-check -c constraints.txt
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: setup setup-test run ingest serve test test-fast lint bench eval clean help
+.PHONY: setup setup-test run ingest serve test test-fast lint typecheck bench eval clean help
 
 help:
 	@echo "make run        set up, ingest the demo knowledge base, serve the API on $(HOST):$(PORT)"
 	@echo "make test       set up and run the whole test suite"
 	@echo "make test-fast  the suite without the shared-corpus integration tests"
 	@echo "make lint       ruff"
+	@echo "make typecheck  mypy (strict but for api/ and connectors/; settings in pyproject.toml)"
 	@echo "make bench      ingest/search, git re-sync, Confluence, front door, model gateway, cache, 100k-chunk scale and reindex-under-load benchmarks -> bench/results/"
 	@echo "make eval       quality: SciFact (train), the demo and shared-corpora golden sets -> bench/results/"
 	@echo "make clean      delete ./data (the index, catalog and blobs)"
@@ -55,6 +56,10 @@ test-fast: setup-test
 
 lint: setup-test
 	$(BIN)/ruff check .
+
+# The folders are packages only once installed: tests/typecheck.py lays out that tree for mypy.
+typecheck: setup-test
+	$(BIN)/python tests/typecheck.py
 
 bench: setup
 	$(BIN)/python bench/run_bench.py

@@ -173,7 +173,7 @@ class FrontDoor:
                     return
             await self.app(scope, receive, send_with_headers)
         finally:
-            if decision is not None:
+            if decision is not None and rule is not None:  # a decision is made for a rule
                 door.limiter.settle(rule.rate_class, decision, status["code"])
             if rule is not None:
                 self._record(door, scope, state, rule, caller, method, status["code"],

@@ -176,10 +176,10 @@ class Guardrails:
                     text = cleaned
         for p in self._active("deny", route):
             pattern = self._deny.get(p.name)
-            found = pattern.search(text) if pattern else None
-            if found:
+            mention = pattern.search(text) if pattern else None
+            if mention:
                 decision = Decision(p.name, "deny", p.action, where,
-                                    f"the answer mentions '{found.group(0)}'")
+                                    f"the answer mentions '{mention.group(0)}'")
                 decisions.append(decision)
                 if p.action == "block":
                     raise self._blocked(decision, decisions)
@@ -189,17 +189,20 @@ class Guardrails:
         """The answer, its blocks and its quotes cleaned alike."""
         decisions: list[Decision] = []
 
-        def clean(text: str | None, where: str = "answer") -> str | None:
+        def clean(text: str, where: str = "answer") -> str:
             if not text:
                 return text
             out, found = self.clean(text, route, where)
             decisions.extend(found)
             return out
 
+        def clean_optional(text: str | None) -> str | None:
+            return None if text is None else clean(text)
+
         answer = answer.model_copy(deep=True)
         answer.answer = clean(answer.answer)
         for block in answer.blocks:
-            block.text, block.value = clean(block.text), clean(block.value)
+            block.text, block.value = clean_optional(block.text), clean_optional(block.value)
             for step in block.steps or []:
                 step.text = clean(step.text)
                 step.notes = [clean(n) for n in step.notes]

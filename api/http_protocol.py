@@ -72,13 +72,14 @@ def with_header_timeout(seconds: float, max_head: int) -> type[H11Protocol]:
                 self.transport.write_eof()
             self.loop.call_later(DRAIN_SECONDS, self.transport.close)
 
-        def connection_made(self, transport) -> None:  # type: ignore[override]
+        def connection_made(self, transport) -> None:
             super().connection_made(transport)
             self._arm()
 
         def handle_events(self) -> None:
             super().handle_events()
-            if self.cycle is not None and not self.cycle.response_complete:
+            # uvicorn types ``cycle`` as always set; it is None until the first request.
+            if self.cycle is not None and not self.cycle.response_complete:  # type: ignore[redundant-expr]
                 self._disarm()  # the head arrived: the request is the app's now
 
         def on_response_complete(self) -> None:
@@ -102,7 +103,7 @@ def with_header_timeout(seconds: float, max_head: int) -> type[H11Protocol]:
         def _too_slow(self) -> None:
             self._head_deadline = None
             if not self.transport.is_closing() and (
-                    self.cycle is None or self.cycle.response_complete):
+                    self.cycle is None or self.cycle.response_complete):  # type: ignore[redundant-expr]
                 self.transport.close()
 
     return HeaderDeadlineProtocol

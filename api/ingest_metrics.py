@@ -100,7 +100,9 @@ class IngestRunCollector:
                 continue
             run = runs[0]
             started = _seconds(run["started_at"]) or 0.0
-            ended = _seconds(run["finished_at"]) if run["finished_at"] else self.clock()
+            ended = _seconds(run["finished_at"])
+            if ended is None:  # still running
+                ended = self.clock()
             last_run.add_metric([name], started)
             duration.add_metric([name], max(0.0, ended - started) if started else 0.0)
             failed.add_metric([name], run["failed"])

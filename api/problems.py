@@ -72,7 +72,9 @@ def install(app: FastAPI) -> None:
         code = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized"}.get(
             exc.status_code, "http_error"
         )
-        detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        # Starlette types it str; FastAPI's HTTPException (a subclass) carries any JSON value.
+        given: object = exc.detail
+        detail = given if isinstance(given, str) else str(given)
         if exc.status_code == 404 and detail == "Not Found":
             detail = f"no such endpoint: {request.method} {request.url.path}"
             return problem(404, code, detail, hint="the API is described at /docs",

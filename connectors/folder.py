@@ -87,7 +87,7 @@ class FolderConnector:
                 f"unknown setting(s) for a folder source: {sorted(unknown)}",
                 hint=f"a folder source accepts {sorted(known)}",
             )
-        return cls(FolderConfig(readers=readers, **options))
+        return cls(FolderConfig(readers=list(readers or []), **options))
 
     # Listing -------------------------------------------------------------------------------
     def _check_root(self) -> None:

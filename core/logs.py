@@ -7,6 +7,7 @@ import logging
 import sys
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from typing import TextIO
 
 # The id of the HTTP request being served (X-Request-Id), set by the front door: every log line
 # written while serving it carries it, so one request's lines can be found among many.
@@ -29,14 +30,15 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        if getattr(record, "request_id", None):
-            entry["request_id"] = record.request_id
+        request_id = getattr(record, "request_id", None)  # set by RequestIdFilter
+        if request_id:
+            entry["request_id"] = request_id
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry)
 
 
-class _BarFriendlyHandler(logging.StreamHandler):
+class _BarFriendlyHandler(logging.StreamHandler[TextIO]):
     """On a terminal, print through tqdm so that log lines do not tear a progress bar."""
 
     def emit(self, record: logging.LogRecord) -> None:

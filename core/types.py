@@ -9,6 +9,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 PUBLIC = "public"
 """The reader principal that every caller has, signed in or not."""
@@ -121,7 +122,7 @@ class SourceDocument:
     # are filled in at search time, e.g. ``https://git.example/blob/<sha>/x.py#L{start}-L{end}``.
     link_template: str | None = None
     readers: list[str] = field(default_factory=lambda: [PUBLIC])
-    metadata: dict = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
     tags: list[str] = field(default_factory=list)
     updated_at: datetime | None = None
     # The text to parse, when the connector already decoded it and removed front matter;
@@ -151,7 +152,7 @@ class Chunk:
     token_count: int = 0
     symbol: str | None = None  # for code: "class RetryPolicy > def backoff"
 
-    def location(self) -> dict:
+    def location(self) -> dict[str, Any]:
         """Where the chunk sits and what it says: stored with it in the catalog and the index."""
         return {
             "ordinal": self.ordinal,

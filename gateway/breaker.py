@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
 STATE_VALUE = {CLOSED: 0, HALF_OPEN: 1, OPEN: 2}
@@ -86,6 +87,6 @@ class CircuitBreaker:
         with self._lock:
             self._probing = False
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         with self._lock:
             return {"state": self._current(), "consecutive_failures": self._failures}

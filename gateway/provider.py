@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import numpy as np
@@ -85,7 +86,7 @@ class Provider:
     def cost(self, tokens_in: int, tokens_out: int) -> float:
         return (tokens_in * self.spec.input_price + tokens_out * self.spec.output_price) / 1e6
 
-    def usage(self, reported: tuple[int, int] | None, prompt: list[dict],
+    def usage(self, reported: tuple[int, int] | None, prompt: list[dict[str, Any]],
               completion: str) -> ChatUsage:
         if reported is None:
             tokens_in = sum(estimate_tokens(str(m.get("content", ""))) for m in prompt)
@@ -105,7 +106,7 @@ class Provider:
             raise ProviderError(self.name, "busy", f"all {self.spec.max_concurrency} "
                                 "concurrent requests are in use")
 
-    def _post(self, url: str, body: dict, timeout: float, what: str) -> str:
+    def _post(self, url: str, body: dict[str, Any], timeout: float, what: str) -> str:
         """One non-streamed call within a concurrency slot: the response text, once its status
         is 200; every failure as a ``ProviderError``."""
         self._acquire(timeout)
@@ -123,7 +124,7 @@ class Provider:
         finally:
             self._slots.release()
 
-    def complete(self, messages: list[dict], *, timeout: float,
+    def complete(self, messages: list[dict[str, Any]], *, timeout: float,
                  max_tokens: int | None = None) -> tuple[str, ChatUsage]:
         body = request_body(self.spec.model, messages, stream=False, include_usage=False,
                             max_tokens=max_tokens)
@@ -142,7 +143,8 @@ class Provider:
         tokens = reported if reported is not None else sum(estimate_tokens(t) for t in texts)
         return vectors, ChatUsage(tokens, 0, self.cost(tokens, 0), estimated=reported is None)
 
-    def stream(self, messages: list[dict], *, timeout: float) -> Iterator[Chunk]:
+    def stream(self, messages: list[dict[str, Any]], *,
+               timeout: float) -> Generator[Chunk, None, None]:
         """The streamed completion chunk by chunk. Ends normally only on ``[DONE]`` or a
         ``finish_reason``; a connection that closes before either is a dropped stream. Closing
         the iterator closes the upstream connection (the caller went away)."""

@@ -18,11 +18,12 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
+from prometheus_client import Gauge
 
 from citewise import metrics
 from citewise.errors import CitewiseError
@@ -88,18 +89,18 @@ class Gateway:
 
     @classmethod
     def from_specs(cls, specs: list[ProviderSpec], *, breaker_threshold: int = 5,
-                   breaker_reset: float = 30.0, **kwargs) -> Gateway:
+                   breaker_reset: float = 30.0, **kwargs: Any) -> Gateway:
         providers = []
         for spec in specs:
-            gauge = metrics.LLM_BREAKER.labels(spec.name)
             breaker = CircuitBreaker(breaker_threshold, breaker_reset,
-                                     on_change=lambda s, g=gauge: g.set(STATE_VALUE[s]))
+                                     on_change=_shown_on(metrics.LLM_BREAKER.labels(spec.name)))
             providers.append(Provider(spec, breaker=breaker))
         return cls(providers, **kwargs)
 
     # The chain ---------------------------------------------------------------------------
-    def _attempts(self, end: float) -> Iterator[Provider]:
-        """Providers to try, in order, round after round, until attempts or time run out."""
+    def _attempts(self, end: float) -> Generator[Provider, bool | None, None]:
+        """Providers to try, in order, round after round, until attempts or time run out.
+        The caller sends False for a provider that refused the request outright."""
         made = 0
         refused: set[str] = set()
         for round_no in range(self.max_attempts):
@@ -163,7 +164,7 @@ class Gateway:
         end = time.monotonic() + deadline
         failures: list[str] = []
         chain = self._attempts(end)
-        ok = None
+        ok: bool | None = None
         while True:
             try:
                 p = chain.send(ok) if ok is not None else next(chain)
@@ -179,7 +180,7 @@ class Gateway:
             self._succeeded(p, usage, started)
             return result, p, usage, failures
 
-    def complete(self, messages: list[dict], *, deadline: float | None = None,
+    def complete(self, messages: list[dict[str, Any]], *, deadline: float | None = None,
                  max_tokens: int | None = None) -> Completion:
         text, p, usage, failures = self._call(
             lambda p, left: p.complete(messages, timeout=left, max_tokens=max_tokens), deadline)
@@ -191,16 +192,21 @@ class Gateway:
         vectors, _, _, _ = self._call(lambda p, left: p.embed(texts, timeout=left), deadline)
         return vectors
 
-    def stream(self, messages: list[dict], *, deadline: float | None = None) -> Streamed:
+    def stream(self, messages: list[dict[str, Any]], *, deadline: float | None = None) -> Streamed:
         return Streamed(self, messages, deadline or self.deadline)
 
-    def health(self) -> list[dict]:
+    def health(self) -> list[dict[str, Any]]:
         return [{"name": p.name, "model": p.spec.model, **p.breaker.snapshot(),
                  "retry_in_s": round(p.wait_time(), 1)} for p in self.providers]
 
     def close(self) -> None:
         for p in self.providers:
             p.close()
+
+
+def _shown_on(gauge: Gauge) -> Callable[[str], None]:
+    """A breaker's ``on_change`` that shows its state on ``gauge``."""
+    return lambda state: gauge.set(STATE_VALUE[state])
 
 
 class Streamed:
@@ -211,7 +217,7 @@ class Streamed:
     closes the upstream connection.
     """
 
-    def __init__(self, gateway: Gateway, messages: list[dict], deadline: float) -> None:
+    def __init__(self, gateway: Gateway, messages: list[dict[str, Any]], deadline: float) -> None:
         self._gateway = gateway
         self._messages = messages
         self._deadline = deadline
@@ -224,12 +230,12 @@ class Streamed:
     def close(self) -> None:
         self._gen.close()
 
-    def _run(self) -> Iterator[str]:
+    def _run(self) -> Generator[str, None, None]:
         gw = self._gateway
         end = time.monotonic() + self._deadline
         failures: list[str] = []
         chain = gw._attempts(end)
-        ok = None
+        ok: bool | None = None
         while True:
             try:
                 p = chain.send(ok) if ok is not None else next(chain)

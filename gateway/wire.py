@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from typing import Any
 
 import numpy as np
 
@@ -52,14 +53,14 @@ class ChatUsage:
         self.cost += other.cost
         self.estimated = self.estimated or other.estimated
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"tokens_in": self.tokens_in, "tokens_out": self.tokens_out,
                 "cost": round(self.cost, 8), "estimated": self.estimated}
 
 
-def request_body(model: str, messages: list[dict], *, stream: bool, include_usage: bool,
-                 temperature: float = 0.0, max_tokens: int | None = None) -> dict:
-    body: dict = {"model": model, "messages": messages, "temperature": temperature,
+def request_body(model: str, messages: list[dict[str, Any]], *, stream: bool, include_usage: bool,
+                 temperature: float = 0.0, max_tokens: int | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature,
                   "stream": stream}
     if max_tokens:
         body["max_tokens"] = max_tokens

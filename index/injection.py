@@ -13,7 +13,7 @@ import re
 
 FLAG_AT = 1.0
 
-_PATTERNS: list[tuple[float, re.Pattern]] = [
+_PATTERNS: list[tuple[float, re.Pattern[str]]] = [
     (1.0, re.compile(r"\b(ignore|disregard|forget|override|bypass)\b[^.\n]{0,40}\b(previous|prior|"
                      r"above|earlier|preceding|all|any|your|the|system)\b[^.\n]{0,30}\b("
                      r"instructions?|rules|prompts?|guidelines|directions|constraints)", re.I)),

@@ -15,8 +15,12 @@ Two kinds of field live side by side, because Qdrant filters on a point's own pa
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 from citewise.types import Chunk
+
+if TYPE_CHECKING:
+    from citewise.index.catalog import DocumentRecord
 
 # Field metadata: ``indexed`` fields get a keyword payload index (filters and deletes hit them).
 _INDEXED = {"indexed": True}
@@ -46,11 +50,11 @@ class DocumentPayload:
     tags: list[str] = field(default_factory=list, metadata=_INDEXED)
     service: str | None = field(default=None, metadata=_INDEXED)
     # What the connector knows (repository, language, last commit, breadcrumb...).
-    meta: dict = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
     @classmethod
-    def for_record(cls, record) -> DocumentPayload:
+    def for_record(cls, record: DocumentRecord) -> DocumentPayload:
         """What the points of a catalog ``DocumentRecord`` carry about their document."""
         return cls(
             document_id=record.id, version=record.version, source=record.source,
@@ -72,11 +76,11 @@ class ChunkPayload(DocumentPayload):
     end_line: int | None = None
     symbol: str | None = None
 
-    def to_payload(self) -> dict:
+    def to_payload(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_payload(cls, payload: dict) -> ChunkPayload:
+    def from_payload(cls, payload: dict[str, Any]) -> ChunkPayload:
         """Read a stored payload; keys this version does not know are ignored."""
         return cls(**{k: v for k, v in payload.items() if k in _FIELD_NAMES})
 

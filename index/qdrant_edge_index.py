@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import qdrant_edge as qe
 
@@ -222,7 +222,8 @@ class EdgeVectorIndex:
             self._written(shard)
 
     def delete_document(self, document_id: str, *, keep_version: str | None = None) -> None:
-        must_not = [_match_value("version", keep_version)] if keep_version is not None else None
+        must_not: list[qe.ConditionType] | None = (
+            [_match_value("version", keep_version)] if keep_version is not None else None)
         doc_filter = qe.Filter(must=[_match_value("document_id", document_id)], must_not=must_not)
         with self._engine("delete points") as shard:
             shard.update(qe.UpdateOperation.delete_points_by_filter(doc_filter))
@@ -240,11 +241,11 @@ class EdgeVectorIndex:
             return
         with self._engine("delete points") as shard:
             for start in range(0, len(ids), _UPSERT_BATCH):
-                part = list(ids[start:start + _UPSERT_BATCH])
+                part: list[qe.PointId] = list(ids[start:start + _UPSERT_BATCH])
                 shard.update(qe.UpdateOperation.delete_points(part))
             self._written(shard)
 
-    def set_payload(self, document_id: str, payload: dict) -> None:
+    def set_payload(self, document_id: str, payload: dict[str, Any]) -> None:
         doc_filter = qe.Filter(must=[_match_value("document_id", document_id)])
         with self._engine("set payload") as shard:
             shard.update(qe.UpdateOperation.set_payload_by_filter(doc_filter, payload))
@@ -271,11 +272,7 @@ class EdgeVectorIndex:
         )
         with self._engine("search") as shard:
             points = shard.query(request)
-        # The engine hands ids back as uuid.UUID whatever form they went in as.
-        return [
-            VectorHit(id=str(p.id), score=p.score, payload=ChunkPayload.from_payload(p.payload))
-            for p in points
-        ]
+        return [_hit(p) for p in points]
 
     def count(self, filter: IndexFilter | None = None) -> int:
         request = qe.CountRequest(exact=True, filter=_edge_filter(filter))
@@ -307,7 +304,7 @@ class EdgeVectorIndex:
         found: set[str] = set()
         with self._engine("look up points") as shard:
             for start in range(0, len(wanted), _SCROLL_PAGE * 10):
-                part = wanted[start:start + _SCROLL_PAGE * 10]
+                part: list[qe.PointId] = list(wanted[start:start + _SCROLL_PAGE * 10])
                 records = shard.retrieve(part, with_payload=False, with_vector=False)
                 found.update(str(r.id) for r in records)
         return set(wanted) - found
@@ -316,7 +313,7 @@ class EdgeVectorIndex:
         for point_id, payload in self.scan_payloads(("document_id", "version")):
             yield point_id, payload.get("document_id"), payload.get("version")
 
-    def scan_payloads(self, keys: Sequence[str]) -> Iterator[tuple[str, dict]]:
+    def scan_payloads(self, keys: Sequence[str]) -> Iterator[tuple[str, dict[str, Any]]]:
         offset = None
         while True:
             with self._engine("scroll points") as shard:
@@ -427,8 +424,17 @@ def _acquire_folder_lock(path: Path) -> IO[str]:
     return handle
 
 
+def _hit(point: qe.ScoredPoint) -> VectorHit:
+    """A search result. The engine hands ids back as uuid.UUID whatever form they went in as,
+    and types the payload optional (a query may leave it out; ours ask for it)."""
+    if point.payload is None:
+        raise BackendError(f"the embedded index returned point {point.id} without its payload")
+    return VectorHit(id=str(point.id), score=point.score,
+                     payload=ChunkPayload.from_payload(point.payload))
+
+
 def _edge_point(point: ChunkPoint) -> qe.Point:
-    vectors = {
+    vectors: dict[str, qe.NamedVector] = {
         DENSE: point.dense,
         SPARSE: qe.SparseVector(point.sparse.indices, point.sparse.values),
     }
@@ -447,9 +453,10 @@ def _edge_filter(flt: IndexFilter | None) -> qe.Filter | None:
     """The engine filter for ``flt`` (see ``IndexFilter.conditions``): all in ``must``."""
     if flt is None or flt.is_empty():
         return None
-    must: list[qe.FieldCondition] = [
+    must: list[qe.ConditionType] = [
         _match_any(key, values) if kind == "any" else _match_value(key, values[0])
         for key, kind, values in flt.conditions()
     ]
-    must_not = [qe.HasIdCondition(set(flt.exclude_ids))] if flt.exclude_ids else None
+    must_not: list[qe.ConditionType] | None = (
+        [qe.HasIdCondition(set(flt.exclude_ids))] if flt.exclude_ids else None)
     return qe.Filter(must=must or None, must_not=must_not)

@@ -7,9 +7,11 @@ same API and stands in for a server in tests.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import grpc
 from qdrant_client import QdrantClient, models
@@ -59,7 +61,7 @@ class ServerVectorIndex:
         api_key: str | None,
         collection: str,
         dim: int,
-        timeout: int | None = None,
+        timeout: float | None = None,
     ) -> ServerVectorIndex:
         """Connect to ``url``; ``local:<folder>`` opens qdrant-client's local mode instead.
 
@@ -69,7 +71,7 @@ class ServerVectorIndex:
         if url.startswith("local:"):
             client = QdrantClient(path=url.removeprefix("local:"))
         else:
-            client = QdrantClient(url=url, api_key=api_key, timeout=int(timeout or 10))
+            client = QdrantClient(url=url, api_key=api_key, timeout=_whole_seconds(timeout))
         return cls(client, collection, dim, url=url)
 
     @contextmanager
@@ -105,7 +107,11 @@ class ServerVectorIndex:
             raise BackendError(f"{self._where} could not {action}: the collection's storage "
                                f"is gone ({exc})") from exc
         except grpc.RpcError as exc:  # a client built with prefer_grpc=True
-            code = exc.code() if isinstance(exc, grpc.Call) else None
+            # Only an RpcError that is also a Call (what a failed call raises) has a status
+            # code. types-grpcio gives RpcError itself a code() and calls the two classes
+            # incompatible, which would make an `if isinstance(...)` unreachable to mypy.
+            is_call = isinstance(exc, grpc.Call)
+            code = exc.code() if is_call else None
             if code == grpc.StatusCode.UNAVAILABLE:
                 raise StoreUnavailableError(f"{self._where} is unreachable ({action}): {exc}",
                                             hint="check that the server is running and "
@@ -178,7 +184,8 @@ class ServerVectorIndex:
                 self._client.upsert(self._collection, points=batch, wait=True)
 
     def delete_document(self, document_id: str, *, keep_version: str | None = None) -> None:
-        must_not = [_match_value("version", keep_version)] if keep_version is not None else None
+        must_not: list[models.Condition] | None = (
+            [_match_value("version", keep_version)] if keep_version is not None else None)
         doc_filter = models.Filter(
             must=[_match_value("document_id", document_id)], must_not=must_not
         )
@@ -201,11 +208,11 @@ class ServerVectorIndex:
             return
         with self._request("delete points"):
             for start in range(0, len(ids), _UPSERT_BATCH):
-                part = list(ids[start:start + _UPSERT_BATCH])
+                part: list[models.ExtendedPointId] = list(ids[start:start + _UPSERT_BATCH])
                 self._client.delete(self._collection,
                                     points_selector=models.PointIdsList(points=part), wait=True)
 
-    def set_payload(self, document_id: str, payload: dict) -> None:
+    def set_payload(self, document_id: str, payload: dict[str, Any]) -> None:
         doc_filter = models.Filter(must=[_match_value("document_id", document_id)])
         with self._request("set payload"):
             self._client.set_payload(
@@ -238,10 +245,7 @@ class ServerVectorIndex:
                 limit=limit,
                 with_payload=True,
             )
-        return [
-            VectorHit(id=str(p.id), score=p.score, payload=ChunkPayload.from_payload(p.payload))
-            for p in response.points
-        ]
+        return [_hit(p) for p in response.points]
 
     def count(self, filter: IndexFilter | None = None) -> int:
         with self._request("count points"):
@@ -286,7 +290,7 @@ class ServerVectorIndex:
         for point_id, payload in self.scan_payloads(("document_id", "version")):
             yield point_id, payload.get("document_id"), payload.get("version")
 
-    def scan_payloads(self, keys: Sequence[str]) -> Iterator[tuple[str, dict]]:
+    def scan_payloads(self, keys: Sequence[str]) -> Iterator[tuple[str, dict[str, Any]]]:
         offset: models.ExtendedPointId | None = None
         while True:
             with self._request("scroll points"):
@@ -319,12 +323,12 @@ class ServerIndexStore:
 
     @classmethod
     def from_url(cls, url: str, api_key: str | None, collection: str, dim: int,
-                 timeout: int | None = None) -> ServerIndexStore:
+                 timeout: float | None = None) -> ServerIndexStore:
         """Like ``ServerVectorIndex.from_url`` (``local:<folder>``: qdrant-client's local mode)."""
         if url.startswith("local:"):
             client = QdrantClient(path=url.removeprefix("local:"))
         else:
-            client = QdrantClient(url=url, api_key=api_key, timeout=int(timeout or 10))
+            client = QdrantClient(url=url, api_key=api_key, timeout=_whole_seconds(timeout))
         return cls(client, collection, dim, url=url)
 
     def name(self, generation: str) -> str:
@@ -370,6 +374,12 @@ class ServerIndexStore:
             pass
 
 
+def _whole_seconds(timeout: float | None) -> int:
+    """qdrant-client's timeout: whole seconds, rounded up (a sub-second setting truncated to 0
+    failed every request), 10 when unset."""
+    return math.ceil(timeout) if timeout else 10
+
+
 def _point_struct(point: ChunkPoint) -> models.PointStruct:
     sparse = models.SparseVector(indices=point.sparse.indices, values=point.sparse.values)
     return models.PointStruct(
@@ -383,6 +393,15 @@ def _match_value(key: str, value: str) -> models.FieldCondition:
 
 def _match_any(key: str, values: list[str]) -> models.FieldCondition:
     return models.FieldCondition(key=key, match=models.MatchAny(any=list(values)))
+
+
+def _hit(point: models.ScoredPoint) -> VectorHit:
+    """A search result. The client types the payload optional (a query may leave it out; ours
+    ask for it)."""
+    if point.payload is None:
+        raise BackendError(f"the Qdrant server returned point {point.id} without its payload")
+    return VectorHit(id=str(point.id), score=point.score,
+                     payload=ChunkPayload.from_payload(point.payload))
 
 
 def _server_filter(flt: IndexFilter | None) -> models.Filter | None:

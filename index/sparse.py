@@ -54,7 +54,8 @@ def tokenize(text: str, *, stopwords: frozenset[str] = STOPWORDS, stem: bool = T
     stemmer = getattr(_local, "stemmer", None)
     if stemmer is None:
         stemmer = _local.stemmer = Stemmer.Stemmer("english")
-    return stemmer.stemWords(out)
+    stems: list[str] = stemmer.stemWords(out)  # PyStemmer ships no types
+    return stems
 
 
 class Bm25Encoder:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from citewise.index.payload import ChunkPayload
 
@@ -106,7 +106,7 @@ class VectorIndex(Protocol):
     def delete_document(self, document_id: str, *, keep_version: str | None = None) -> None:
         """Delete the document's points; with ``keep_version``, only those of other versions."""
 
-    def set_payload(self, document_id: str, payload: dict) -> None:
+    def set_payload(self, document_id: str, payload: dict[str, Any]) -> None:
         """Overwrite the given payload keys on every point of the document (readers changes)."""
 
     def search(
@@ -128,7 +128,7 @@ class VectorIndex(Protocol):
         """Every point as ``(id, document_id, version)``: for checking the index against the
         catalog."""
 
-    def scan_payloads(self, keys: Sequence[str]) -> Iterator[tuple[str, dict]]:
+    def scan_payloads(self, keys: Sequence[str]) -> Iterator[tuple[str, dict[str, Any]]]:
         """Every point as ``(id, {key: value})`` for the payload ``keys``: for checking that
         each point says what the catalog says (readers, version, text)."""
 

@@ -25,6 +25,7 @@ import shutil
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from citewise import __version__
 from citewise.errors import CitewiseError, ConfigError
@@ -38,7 +39,7 @@ MANIFEST = "manifest.json"
 FORMAT = 1
 
 
-def backup(settings: Settings, blobs: BlobStore, dest: Path) -> dict:
+def backup(settings: Settings, blobs: BlobStore, dest: Path) -> dict[str, Any]:
     """Copy the data folder's state to ``dest`` (which must not exist); the manifest."""
     if dest.exists() and any(dest.iterdir()):
         raise ConfigError(f"{dest} exists and is not empty",
@@ -95,7 +96,7 @@ def backup(settings: Settings, blobs: BlobStore, dest: Path) -> dict:
     return manifest
 
 
-def restore(source: Path, settings: Settings, blobs: BlobStore) -> dict:
+def restore(source: Path, settings: Settings, blobs: BlobStore) -> dict[str, Any]:
     """Put a backup's catalog, embedding cache and blobs into an empty data folder; the
     manifest. The index is rebuilt afterwards (``repair``), by the caller."""
     manifest_path = source / MANIFEST
@@ -103,7 +104,7 @@ def restore(source: Path, settings: Settings, blobs: BlobStore) -> dict:
         raise ConfigError(f"{source} is not a citewise backup (no {MANIFEST})",
                           hint="give the folder `citewise backup` wrote; one ending in "
                                ".partial was interrupted and is not a backup")
-    manifest = json.loads(manifest_path.read_text())
+    manifest: dict[str, Any] = json.loads(manifest_path.read_text())
     if manifest.get("format") != FORMAT:
         raise ConfigError(f"{source} is a backup of format {manifest.get('format')}; this "
                           f"citewise reads format {FORMAT}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from citewise.index.blobs import BlobStore
 from citewise.index.catalog import Catalog, chunk_point_id
@@ -133,7 +134,8 @@ def inspect(catalog: Catalog, index: VectorIndex, blobs: BlobStore) -> list[Find
                      p.document_id) for p in catalog.pending_writes()]
     live = catalog.live_points()
     owner = {pid: doc for doc, (_, ids) in live.items() for pid in ids}
-    expected: dict[str, dict] = {}  # point id -> the payload it must have, filled per document
+    # point id -> the payload it must have, filled per document
+    expected: dict[str, dict[str, Any]] = {}
     seen: set[str] = set()
     for point_id, payload in index.scan_payloads(CHECKED_KEYS):
         seen.add(point_id)
@@ -297,7 +299,7 @@ def verify(catalog: Catalog, index: VectorIndex, blobs: BlobStore) -> list[str]:
     return [str(f) for f in inspect(catalog, index, blobs)]
 
 
-def _expected_payloads(catalog: Catalog, document_id: str) -> dict[str, dict]:
+def _expected_payloads(catalog: Catalog, document_id: str) -> dict[str, dict[str, Any]]:
     record = catalog.get_document(document_id)
     if record is None:
         return {}
@@ -307,7 +309,7 @@ def _expected_payloads(catalog: Catalog, document_id: str) -> dict[str, dict]:
             for c in catalog.chunks(record.id)}
 
 
-def _norm(value):
+def _norm(value: object) -> object:
     """Lists compare as sets (readers and tags have no order); None and "" alike."""
     if isinstance(value, list | tuple):
         return tuple(sorted(str(v) for v in value))

@@ -10,13 +10,15 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from citewise.connectors.registry import build_connector
 from citewise.errors import CitewiseError, NotFoundError, RunLockedError
 from citewise.index.catalog import RunCounts
 from citewise.ingest.pipeline import IngestPipeline, RunReport
-from citewise.ingest.progress import TerminalProgress
+from citewise.ingest.progress import ProgressSink, TerminalProgress
 from citewise.ingest.reindex import check_index_settings
 from citewise.ingest.runlock import RunLock
 from citewise.settings import SourceConfig
@@ -30,15 +32,15 @@ class Job:
     sources: list[str]
     status: str = "queued"  # queued | running | done | failed
     current: str | None = None
-    counts: dict = field(default_factory=dict)
-    reports: list[dict] = field(default_factory=list)
+    counts: dict[str, Any] = field(default_factory=dict)
+    reports: list[dict[str, Any]] = field(default_factory=list)
     message: str | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def report_dict(report: RunReport) -> dict:
+def report_dict(report: RunReport) -> dict[str, Any]:
     return {
         "run_id": report.run_id,
         "source": report.source,
@@ -55,7 +57,7 @@ def report_dict(report: RunReport) -> dict:
 
 def run_source(
     pipeline: IngestPipeline, source: SourceConfig, *, trigger: str, force: bool = False,
-    progress=None, on_counts=None,
+    progress: ProgressSink | None = None, on_counts: Callable[[RunCounts], None] | None = None,
 ) -> RunReport:
     """Build the source's connector and run the pipeline over it."""
     check_index_settings(pipeline.catalog, pipeline.signature)

@@ -10,12 +10,17 @@ plain text by blank lines. Every block keeps its line range in the stored file.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from markdown_it.token import Token
 
 from citewise.index.outline import Block, Code, Item, Outline, Section
 from citewise.ingest.anchors import AnchorStyle, github_anchor
 from citewise.ingest.markdown import close_of, inline_text, markdown_tokens, only_a_link, table_rows
+
+if TYPE_CHECKING:  # lxml is imported where HTML is read
+    from lxml.html import HtmlElement
 
 _SPACES = re.compile(r"\s+")
 _NUMBERED = re.compile(r"^\s*(\d+)[.)]\s+(.*)")
@@ -198,13 +203,13 @@ def _html_outline(text: str, title: str, offset: int, anchor: AnchorStyle) -> Ou
     stack: list[tuple[int, str]] = []
     first_heading = [True]
 
-    def line(el) -> int | None:
-        return (el.sourceline + offset) if getattr(el, "sourceline", None) else None
+    def line(el: HtmlElement) -> int | None:
+        return (el.sourceline + offset) if el.sourceline else None
 
-    def text_of(el) -> str:
+    def text_of(el: HtmlElement) -> str:
         return _SPACES.sub(" ", _inline_html(el)).strip()
 
-    def walk(el) -> None:
+    def walk(el: HtmlElement) -> None:
         for child in el:
             tag = child.tag if isinstance(child.tag, str) else ""
             if tag in _HTML_HEADINGS:
@@ -261,7 +266,7 @@ def _fill_block_ends(sections: list[Section]) -> None:
             block.end_line = max(block.start_line, end or block.start_line)
 
 
-def _inline_html(el) -> str:
+def _inline_html(el: HtmlElement) -> str:
     """An element's text, with inline ``<code>`` as `code`, nested lists and code left out."""
     parts = [el.text or ""]
     for child in el:
@@ -278,7 +283,8 @@ def _inline_html(el) -> str:
     return "".join(parts)
 
 
-def _html_list(el, ordered: bool, line, text_of) -> Block:
+def _html_list(el: HtmlElement, ordered: bool, line: Callable[[HtmlElement], int | None],
+               text_of: Callable[[HtmlElement], str]) -> Block:
     block = Block("list", ordered=ordered, start_line=line(el))
     for n, li in enumerate(el.findall("li"), start=1):
         item = Item(text=text_of(li), number=n if ordered else None, start_line=line(li))
@@ -293,7 +299,8 @@ def _html_list(el, ordered: bool, line, text_of) -> Block:
     return block
 
 
-def _html_table(el, line, text_of) -> Block:
+def _html_table(el: HtmlElement, line: Callable[[HtmlElement], int | None],
+                text_of: Callable[[HtmlElement], str]) -> Block:
     rows = []
     header: list[str] = []
     for tr in el.iter("tr"):
@@ -322,11 +329,14 @@ def _text_outline(text: str, offset: int) -> Outline:
         numbered = [_NUMBERED.match(x) for x in chunk]
         bullets = [_BULLET.match(x) for x in chunk]
         if all(numbered) or all(bullets):
-            items = [Item(text=(m.group(2) if all(numbered) else m.group(1)).strip(),
-                          number=int(m.group(1)) if all(numbered) else None,
+            ordered = all(numbered)
+            # Every line matched: leaving out no match only tells the type checker so.
+            marks = [m for m in (numbered if ordered else bullets) if m is not None]
+            items = [Item(text=(m.group(2) if ordered else m.group(1)).strip(),
+                          number=int(m.group(1)) if ordered else None,
                           start_line=start + k + 1 + offset)
-                     for k, m in enumerate(numbered if all(numbered) else bullets)]
-            section.blocks.append(Block("list", ordered=all(numbered), items=items,
+                     for k, m in enumerate(marks)]
+            section.blocks.append(Block("list", ordered=ordered, items=items,
                                         start_line=start + 1 + offset, end_line=i + offset))
         else:
             section.blocks.append(Block("paragraph", text=" ".join(x.strip() for x in chunk),

@@ -23,12 +23,10 @@ import queue
 import threading
 from collections.abc import Callable
 
-_STOP = object()
-
 
 class Writer:
     def __init__(self, depth: int = 2) -> None:
-        self._tasks: queue.Queue = queue.Queue(maxsize=depth)
+        self._tasks: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=depth)
         self._error: BaseException | None = None
         context = contextvars.copy_context()  # the run's log context follows into the thread
         self._thread = threading.Thread(target=context.run, args=(self._work,),
@@ -49,14 +47,14 @@ class Writer:
         that fails or is interrupted still writes the batches it had read, as it did when
         reading and writing took turns."""
         if self._thread.is_alive():
-            self._tasks.put(_STOP)
+            self._tasks.put(None)  # the thread ends after the tasks queued before it
             self._thread.join()
 
     def _work(self) -> None:
         while True:
             task = self._tasks.get()
             try:
-                if task is _STOP:
+                if task is None:
                     return
                 if self._error is None:
                     task()

@@ -19,6 +19,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from markdown_it.token import Token
 
@@ -26,6 +27,10 @@ from citewise.errors import DocumentError
 from citewise.ingest.markdown import inline_text, markdown_tokens, table_rows
 from citewise.language import SPACY_MODEL
 from citewise.types import SourceDocument
+
+if TYPE_CHECKING:  # unstructured is imported on the first parse (seconds)
+    from unstructured.documents.elements import Element as PartitionedElement
+    from unstructured.documents.elements import Text
 
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
@@ -56,7 +61,8 @@ def _setup() -> None:
         import unstructured.nlp.tokenize as tokenize
         import unstructured.partition.html.parser as html_parser
 
-        tokenize._SPACY_MODEL_NAME = SPACY_MODEL
+        # Final in unstructured: replacing it is the way to give it the model shipped on PyPI.
+        tokenize._SPACY_MODEL_NAME = SPACY_MODEL  # type: ignore[misc]
         # unstructured classifies each untagged run of HTML text (Markdown goes through HTML)
         # as NarrativeText, Text, Address or EmailAddress by running spaCy over it to count
         # sentences: over half of the time a runbook took to parse. The chunker reads only
@@ -75,7 +81,7 @@ def warm_up() -> None:
                          content=b"<h1>Warm up</h1><p>a</p>", media_type="text/html"))
 
 
-def _element_type(text: str):
+def _element_type(text: str) -> type[Text] | None:
     from unstructured.documents.elements import ListItem, Text
     from unstructured.partition.text_type import is_bulleted_text
 
@@ -134,7 +140,7 @@ def markdown_elements(text: str) -> list[Element]:
     numbers: list[int | None] = []  # the next number of each open list (None: bullets)
     item: tuple[Token, int | None] | None = None  # an item whose first paragraph is to come
 
-    def lines(token: Token, last: Token | None = None) -> dict:
+    def lines(token: Token, last: Token | None = None) -> dict[str, int | None]:
         start, end = token.map, (last or token).map
         return {"line": start[0] + 1 if start else None, "end_line": end[1] if end else None}
 
@@ -208,7 +214,7 @@ def _html_block_text(block: str) -> str:
     return "\n".join(p for p in out if p)
 
 
-def _convert(el, media_type: str) -> Element:
+def _convert(el: PartitionedElement, media_type: str) -> Element:
     kind = el.category
     depth = getattr(el.metadata, "category_depth", None)
     text = el.text.strip()

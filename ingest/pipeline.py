@@ -33,6 +33,7 @@ Every document goes through secret redaction before it is hashed, stored or chun
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import threading
@@ -41,6 +42,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from citewise import metrics
 from citewise.connectors.base import LoadConnector, SyncConnector, SyncError
@@ -93,6 +97,8 @@ MASS_DELETION_MIN_DOCUMENTS = 10
 # low as one sort of each whole corpus. Memory is a few megabytes; a window is written before
 # each sync checkpoint, at the end of a run, and when a run is interrupted.
 EMBED_WINDOW = 2048
+# A batch's vectors, a row per text: the encoder's array, or an empty list when there is no text.
+Vectors = np.ndarray | list[np.ndarray]
 
 
 @dataclass
@@ -109,7 +115,7 @@ class RunReport:
     run_errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     # Syncing connectors: the cursor to keep, and ids to read again next run besides failures.
-    cursor: dict | None = None
+    cursor: dict[str, Any] | None = None
     retry: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
@@ -197,7 +203,7 @@ class IngestPipeline:
         source_type: str,
         connector: LoadConnector | SyncConnector,
         *,
-        config: dict | None = None,
+        config: dict[str, Any] | None = None,
         trigger: str = "cli",
         force: bool = False,
         progress: ProgressSink | None = None,
@@ -385,8 +391,7 @@ class IngestPipeline:
                 report.cursor = batch.state
             if batch.checkpoint is not None:
                 # Saved once the batch is written, never before: a crash resumes after it.
-                checkpoint = batch.checkpoint
-                after_writes(lambda c=checkpoint: state.save_checkpoint(c))
+                after_writes(functools.partial(state.save_checkpoint, batch.checkpoint))
         return state.gone_after_sync(deleted, live)
 
     def _check_mass_deletion(self, source: str, state: SourceState, losing: int, added: int,
@@ -498,7 +503,7 @@ class IngestPipeline:
             log.exception("redaction failed for %s", doc.external_id)
             self._fail(source, report, doc.external_id, f"secret scan failed: {e}")
             return None
-        if not force and state.unchanged(doc, previous):
+        if not force and previous is not None and state.unchanged(doc, previous):
             self._refresh_unchanged(doc, previous)
             report.counts.unchanged += 1
             metrics.INGEST_DOCUMENTS.labels(source, "unchanged").inc()
@@ -540,7 +545,7 @@ class IngestPipeline:
         self._store_batch(source, prepared, texts, vectors, counts, report)
 
     def _embed_batch(self, prepared: list[_Prepared], counts: RunCounts,
-                     progress: ProgressSink) -> tuple[list[str], list]:
+                     progress: ProgressSink) -> tuple[list[str], Vectors]:
         texts = [
             embedding_text(p.doc.title, c.heading, c.text) for p in prepared for c in p.chunks
         ]
@@ -558,8 +563,8 @@ class IngestPipeline:
         metrics.INGEST_CHUNKS_EMBEDDED.inc(embedded)
         return texts, vectors
 
-    def _store_batch(self, source: str, prepared: list[_Prepared], texts: list[str], vectors,
-                     counts: RunCounts, report: RunReport) -> None:
+    def _store_batch(self, source: str, prepared: list[_Prepared], texts: list[str],
+                     vectors: Vectors, counts: RunCounts, report: RunReport) -> None:
         offset = 0
         for p in prepared:
             n = len(p.chunks)
@@ -595,7 +600,7 @@ class IngestPipeline:
                     self._fail(source, report, p.doc.external_id, str(e))
             offset += n
 
-    def _write_document(self, source: str, p: _Prepared, texts: list[str], vectors,
+    def _write_document(self, source: str, p: _Prepared, texts: list[str], vectors: Vectors,
                         on_live: Callable[[], None] | None = None) -> None:
         doc = p.doc
         signature = self.signature(doc.media_type)
@@ -629,7 +634,7 @@ class IngestPipeline:
         self.swap.write(record, p.chunks, points, doc.content, p.previous, p.outline, on_live)
 
     def _points(self, record: DocumentRecord, chunks: list[Chunk], texts: list[str],
-                vectors) -> list[ChunkPoint]:
+                vectors: Vectors) -> list[ChunkPoint]:
         """The index points of a document version: the one definition of what a point holds,
         for a new version and for one rebuilt from the catalog."""
         document = DocumentPayload.for_record(record)
@@ -645,6 +650,6 @@ class IngestPipeline:
         the chunks as stored, embedded again, which the embedding cache answers."""
         chunks = self.catalog.chunks(record.id)
         texts = [embedding_text(record.title, c.heading, c.text) for c in chunks]
-        vectors = self.dense.embed_documents(texts) if texts else []
+        vectors: Vectors = self.dense.embed_documents(texts) if texts else []
         return self._points(record, chunks, texts, vectors)
 

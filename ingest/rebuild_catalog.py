@@ -32,8 +32,10 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from typing import Any
 
 from citewise.connectors.folder import MEDIA_TYPES
 from citewise.index.catalog import DocumentRecord, document_id, now
@@ -57,7 +59,7 @@ class RebuildReport:
     guessed_external_ids: list[str] = field(default_factory=list)  # document ids
     skipped: int = 0  # documents the catalog already lists
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"documents": self.documents, "chunks": self.chunks,
                 "with_blob": self.with_blob, "skipped": self.skipped,
                 "guessed_external_ids": self.guessed_external_ids}
@@ -70,7 +72,7 @@ def rebuild_catalog(pipeline: IngestPipeline, source_types: dict[str, str]) -> R
     catalog, index, blobs = pipeline.catalog, pipeline.index, pipeline.blobs
     report = RebuildReport()
     pipeline.swap.recover()
-    by_document: dict[str, dict[str, list[tuple[str, dict]]]] = defaultdict(
+    by_document: dict[str, dict[str, list[tuple[str, dict[str, Any]]]]] = defaultdict(
         lambda: defaultdict(list))
     for point_id, payload in index.scan_payloads(PAYLOAD_KEYS):
         if payload.get("document_id") and payload.get("version"):
@@ -102,14 +104,15 @@ def rebuild_catalog(pipeline: IngestPipeline, source_types: dict[str, str]) -> R
     return report
 
 
-def _blobs_by_version(pipeline: IngestPipeline, keys) -> dict[str, tuple[str, str]]:
+def _blobs_by_version(pipeline: IngestPipeline,
+                      keys: Iterable[str]) -> dict[str, tuple[str, str]]:
     """``version -> (blob key, media type)`` for every stored blob under every signature this
     process indexes with; a version is a digest of the bytes and the signature, so a match is
     that document's bytes."""
-    signatures = {}
+    signatures: dict[str, str] = {}
     for media_type in KNOWN_MEDIA_TYPES:
         signatures.setdefault(pipeline.signature(media_type), media_type)
-    found = {}
+    found: dict[str, tuple[str, str]] = {}
     for key in keys:
         digest = key.rsplit("/", 1)[-1]
         for signature, media_type in signatures.items():
@@ -118,7 +121,7 @@ def _blobs_by_version(pipeline: IngestPipeline, keys) -> dict[str, tuple[str, st
     return found
 
 
-def _record(doc_id: str, version: str, points: list[tuple[str, dict]],
+def _record(doc_id: str, version: str, points: list[tuple[str, dict[str, Any]]],
             blob: tuple[str, str] | None, pipeline: IngestPipeline
             ) -> tuple[DocumentRecord, list[Chunk], bool]:
     first = ChunkPayload.from_payload(points[0][1])
@@ -150,7 +153,7 @@ def _record(doc_id: str, version: str, points: list[tuple[str, dict]],
     return record, chunks, exact is not None
 
 
-def _external_id_hashing(record: DocumentRecord, payload: dict) -> str | None:
+def _external_id_hashing(record: DocumentRecord, payload: dict[str, Any]) -> str | None:
     """The candidate (the path, a metadata value) whose id is the document's: exact."""
     candidates = [record.path, *(str(v) for v in (payload.get("meta") or {}).values()
                                  if isinstance(v, str | int))]

@@ -43,7 +43,9 @@ import math
 import re
 from bisect import bisect_right
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from citewise.ingest.redact_plugins import plugin_spans
 from citewise.types import SourceDocument
@@ -70,7 +72,7 @@ class _Shape:
     check_value: bool = False  # examples are common here: skip placeholders and plain words
 
 
-def _shape(kind, pattern, triggers, **kw) -> _Shape:
+def _shape(kind: str, pattern: str, triggers: Iterable[str], **kw: Any) -> _Shape:
     return _Shape(kind, re.compile(pattern, re.S), tuple(triggers), **kw)
 
 
@@ -221,7 +223,7 @@ def _marker(kind: str, secret: str) -> str:
     return "\n".join(f"[REDACTED:{kind}]" for _ in secret.split("\n"))
 
 
-def redact_text(text: str) -> tuple[str, list[dict]]:
+def redact_text(text: str) -> tuple[str, list[dict[str, Any]]]:
     """``text`` with every secret replaced, and ``[{"kind", "line"}]`` for each one (1-based).
 
     Replacements never add or remove a newline, so every other line keeps its number.
@@ -268,7 +270,7 @@ def redact_text(text: str) -> tuple[str, list[dict]]:
         return text, []
     starts = _line_starts(text)
     out: list[str] = []
-    findings: list[dict] = []
+    findings: list[dict[str, Any]] = []
     pos = 0
     for s, e, kind in _merged(spans):
         out.append(text[pos:s])
@@ -292,7 +294,8 @@ def _merged(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
     return out
 
 
-def _aws_secrets_in_prose(text: str, low: str, spans) -> list[tuple[int, int, str]]:
+def _aws_secrets_in_prose(text: str, low: str,
+                          spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
     key_ids = [s for s, _, kind in spans if kind == "aws-access-key-id"]
     if not key_ids and not ("aws" in low and "secret" in low):
         return []

@@ -51,9 +51,9 @@ PLUGINS: tuple[type[RegexBasedDetector], ...] = (
 _EDGES = " \t\r\n=:\"'"
 
 
-def _kind(plugin: type[RegexBasedDetector]) -> str:
+def _kind(detector: RegexBasedDetector) -> str:
     """``'SendGrid API Key'`` -> ``sendgrid-api-key``: the kind a redaction marker names."""
-    return re.sub(r"[^a-z0-9]+", "-", plugin.secret_type.lower()).strip("-")
+    return re.sub(r"[^a-z0-9]+", "-", detector.secret_type.lower()).strip("-")
 
 
 # What each plugin's secret itself looks like (its value, not the name before it), and how
@@ -83,12 +83,19 @@ _GATES: dict[type[RegexBasedDetector], tuple[int | None, str]] = {
 _SHORTEST_SECRET = min(n for n, _ in _GATES.values() if n)
 
 
-def _compiled():
+_Compiled = tuple[int | None, re.Pattern[str], str, list[re.Pattern[str]]]
+
+
+def _compiled() -> list[_Compiled]:
+    """(shortest, gate, kind, patterns) per plugin."""
     out = []
     for plugin in PLUGINS:
         shortest, gate = _GATES[plugin]
-        patterns = [re.compile(p.pattern, p.flags | re.M) for p in plugin.denylist]
-        out.append((shortest, re.compile(gate), _kind(plugin), patterns))
+        # Read from an instance: detect-secrets declares both as (abstract) properties, which
+        # each plugin class overrides with a class attribute.
+        detector = plugin()
+        patterns = [re.compile(p.pattern, p.flags | re.M) for p in detector.denylist]
+        out.append((shortest, re.compile(gate), _kind(detector), patterns))
     return out
 
 
@@ -113,7 +120,8 @@ def plugin_spans(text: str, low: str) -> Iterator[tuple[int, int, str]]:
         yield from _matches(text, kind, patterns)
 
 
-def _matches(text: str, kind: str, patterns: list[re.Pattern[str]]):
+def _matches(text: str, kind: str,
+             patterns: list[re.Pattern[str]]) -> Iterator[tuple[int, int, str]]:
     for pattern in patterns:
         for m in pattern.finditer(text):
             if pattern.groups:

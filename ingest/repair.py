@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from citewise.errors import CatalogLostError
 from citewise.ingest.consistency import (
@@ -63,7 +64,7 @@ class RepairReport:
     made_private: int = 0  # files and folders of the data folder
     remaining: list[Finding] = field(default_factory=list)  # after the repair
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "found": [f.text for f in self.found],
             "found_summary": [asdict(g) for g in summarise(self.found)],
@@ -125,7 +126,7 @@ def repair(pipeline: IngestPipeline, *, force: bool = False,
         elif f.kind == "partial_blob" and f.key:
             blobs.delete(f.key)
             report.blobs_deleted += 1
-        elif f.kind == "missing_blob":
+        elif f.kind == "missing_blob" and f.key:
             for record in catalog.documents_with_blob(f.key):
                 catalog.update_document_fields(record.id, index_signature=REREAD)
                 report.marked_for_reread.append(f"{record.source}/{record.external_id}")
@@ -170,7 +171,7 @@ def plan(findings: list[Finding]) -> list[str]:
 
 
 def verify_index(pipeline: IngestPipeline, *, fix: bool, force: bool = False,
-                 on_document: Callable[[int, int], None] | None = None) -> dict:
+                 on_document: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """What ``citewise verify`` and ``POST /v1/ingest/verify`` answer: ``ok``, the
     ``problems`` (left, after a repair: every one), their ``summary`` by kind (what a person
     reads: ``consistency.summarise``), ``lost_catalog`` (why a repair would refuse, or

@@ -14,9 +14,11 @@ import fcntl
 import json
 import os
 import socket
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from citewise.errors import CitewiseError, RunLockedError
 
@@ -75,14 +77,15 @@ class RunLock:
                 pass
             os.close(fd)  # closing the descriptor drops the lock
 
-    def holder(self) -> dict | None:
+    def holder(self) -> dict[str, Any] | None:
         try:
-            return json.loads(self.path.read_text() or "null")
+            holder: dict[str, Any] | None = json.loads(self.path.read_text() or "null")
+            return holder
         except (OSError, ValueError):
             return None
 
     @contextmanager
-    def held(self, what: str):
+    def held(self, what: str) -> Iterator[RunLock]:
         self.acquire(what)
         try:
             yield self

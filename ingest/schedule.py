@@ -30,9 +30,14 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from citewise.errors import CitewiseError, ConfigError
+
+if TYPE_CHECKING:
+    from citewise.index.catalog import Catalog
+    from citewise.settings import SourceConfig
 
 log = logging.getLogger("citewise.ingest")
 
@@ -161,7 +166,7 @@ class Planned:
     cron: Cron
 
 
-def plan(default: str | None, sources: Sequence) -> list[Planned]:
+def plan(default: str | None, sources: Sequence[SourceConfig]) -> list[Planned]:
     """Which sources run on which schedule: their own, else the default; "off" for none."""
     out = []
     for source in sources:
@@ -172,7 +177,7 @@ def plan(default: str | None, sources: Sequence) -> list[Planned]:
     return out
 
 
-def last_run_started(catalog, source: str) -> datetime | None:
+def last_run_started(catalog: Catalog, source: str) -> datetime | None:
     """When the source's last run (of any process, any outcome) started."""
     runs = catalog.list_runs(source, limit=1)
     if not runs or not runs[0].get("started_at"):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from typing import Any
 
 from citewise.connectors.base import SyncRequest
 from citewise.index.catalog import Catalog, DocumentRecord
@@ -53,7 +54,7 @@ class IndexSignature:
         return f"{self._chunkers.for_media_type(media_type).version}|{self._base}"
 
 
-def definition_digest(config: dict, reach_options: frozenset[str] = frozenset()) -> str:
+def definition_digest(config: dict[str, Any], reach_options: frozenset[str] = frozenset()) -> str:
     """What a source's settings say about which documents it holds and how they read.
 
     The settings in ``reach_options`` (credentials, timeouts, rates: ``connectors/base.py``) are
@@ -76,7 +77,7 @@ class SourceState:
         self.source = source
         self.signature = signature
         self.existing: dict[str, DocumentRecord] = catalog.documents_of_source(source)
-        self.stored: dict = (catalog.get_source(source) or {}).get("state") or {}
+        self.stored: dict[str, Any] = (catalog.get_source(source) or {}).get("state") or {}
         self.seen: set[str] = set()
         # Documents whose points the index lacks (``consistency.reconcile``): indexed again even
         # though their bytes did not change.
@@ -132,11 +133,11 @@ class SourceState:
             full=force or bool(stale) or bool(self.incomplete) or redefined,
         )
 
-    def save_checkpoint(self, checkpoint: dict) -> None:
+    def save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """After a batch is written: a crash from here on resumes after it."""
         self.catalog.set_source_state(self.source, {**self.stored, "checkpoint": checkpoint})
 
-    def finish_sync(self, cursor: dict, retry: list[str]) -> None:
+    def finish_sync(self, cursor: dict[str, Any], retry: list[str]) -> None:
         """The run finished (succeeded or partial): the next one starts from ``cursor``."""
         self.catalog.set_source_state(
             self.source, {"cursor": cursor, "checkpoint": None, "retry": sorted(set(retry)),

@@ -57,7 +57,7 @@ def fuse(dense: list[VectorHit], sparse: list[VectorHit], config: FusionConfig) 
     return fused
 
 
-def _rrf(dense: list[VectorHit], sparse: list[VectorHit], config: FusionConfig) -> dict:
+def _rrf(dense: list[VectorHit], sparse: list[VectorHit], config: FusionConfig) -> dict[str, float]:
     scores: dict[str, float] = {}
     for hits, weight in ((dense, config.dense_weight), (sparse, 1.0 - config.dense_weight)):
         for rank, h in enumerate(hits):
@@ -66,7 +66,8 @@ def _rrf(dense: list[VectorHit], sparse: list[VectorHit], config: FusionConfig) 
     return scores
 
 
-def _convex(dense: list[VectorHit], sparse: list[VectorHit], dense_weight: float) -> dict:
+def _convex(dense: list[VectorHit], sparse: list[VectorHit],
+            dense_weight: float) -> dict[str, float]:
     d = _normalised(dense)
     s = _normalised(sparse)
     # A chunk one list did not return scores at most that list's lowest.

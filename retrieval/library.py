@@ -9,6 +9,7 @@ only what the caller may read.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -39,7 +40,7 @@ class DocumentView(BaseModel):
     readers: list[str] = Field(description="Principals that may read it.")
     tags: list[str] = Field(default_factory=list)
     service: str | None = None
-    metadata: dict = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
     content_hash: str
     size_bytes: int
     updated_at: str | None = None
@@ -57,7 +58,7 @@ class SourceView(BaseModel):
     documents: int = Field(description="Documents you can read.")
     chunks: int = Field(description="Their chunks.")
     last_success_at: str | None = None
-    last_run: dict | None = None
+    last_run: dict[str, Any] | None = None
     tags: list[str] = Field(default_factory=list,
                             description="Tags of the documents you can read, most used first.")
     services: list[str] = Field(default_factory=list, description="The `service` of the "

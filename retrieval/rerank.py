@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import httpx
 
@@ -54,7 +54,7 @@ class HttpReranker:
     def scores(self, query: str, passages: list[str]) -> list[float]:
         if not passages:
             return []
-        body: dict = {"query": query, "documents": passages, "top_n": len(passages)}
+        body: dict[str, Any] = {"query": query, "documents": passages, "top_n": len(passages)}
         if self.model:
             body["model"] = self.model
         try:

@@ -158,7 +158,7 @@ def _ingest_remote(remote, path, name, source, all_sources, readers, force,
     request = IngestRequest(path=str(Path(path).resolve()) if path else None, name=name,
                             source=source, all=all_sources, force=force,
                             readers=readers if path else None)
-    last = [None]
+    last: list[str | None] = [None]
 
     def on_update(job: dict) -> None:
         line = f"job {job['id']}: {job['status']}"

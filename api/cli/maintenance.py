@@ -289,6 +289,7 @@ def _refuse_a_collection_in_use(settings) -> None:
         return
     from citewise.api.composition import build_dense, build_index, build_index_store
     from citewise.errors import ConfigError
+    from citewise.index.qdrant_server_index import ServerIndexStore
 
     dim = build_dense(settings).dim
     index = build_index(settings, dim)
@@ -303,6 +304,7 @@ def _refuse_a_collection_in_use(settings) -> None:
     # After a `citewise reindex` an installation lives in `<collection>-gN` and the base
     # collection is gone: those are in use just the same.
     store = build_index_store(settings, dim)
+    assert isinstance(store, ServerIndexStore)  # qdrant_url is set: its generations are collections
     try:
         generations = [name for name in store.names() if name]
     finally:

@@ -84,7 +84,7 @@ def _label(generation: str) -> str:
     return generation or "g1"
 
 
-def _settings_text(settings: dict | None) -> str:
+def _settings_text(settings: dict) -> str:
     return (f"chunk size {settings['chunk_max_tokens']}, model {settings['embedding_model']}, "
             f"chunkers {', '.join(settings['chunkers'])}, BM25 {settings['bm25']}")
 

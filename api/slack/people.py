@@ -47,9 +47,12 @@ class People:
         members: dict[str, set[str]] = {}
         if self.group_map:
             listed = self.client.usergroups_list(include_users=True)
-            for g in listed.get("usergroups", []):
+            groups: list[dict] = listed.get("usergroups", [])
+            for g in groups:
                 group = self.group_map.get(g.get("handle", ""))
-                for user in g.get("users", []) if group else []:
+                if not group:
+                    continue
+                for user in g.get("users", []):
                     members.setdefault(user, set()).add(group)
         with self._lock:
             self._groups = (now, members)

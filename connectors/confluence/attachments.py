@@ -82,7 +82,7 @@ def extract(kind: str, data: bytes, *, title: str = "") -> str:
 
 # PDF ------------------------------------------------------------------------------------------
 def pdf_to_html(data: bytes) -> str:
-    from pypdf import PdfReader
+    from pypdf import PasswordType, PdfReader
 
     try:
         reader = PdfReader(io.BytesIO(data))
@@ -91,7 +91,7 @@ def pdf_to_html(data: bytes) -> str:
             try:
                 opened = reader.decrypt("")
             except Exception:  # pypdf raises several kinds for ciphers it cannot handle
-                opened = 0
+                opened = PasswordType.NOT_DECRYPTED
             if not opened:
                 raise AttachmentError(
                     "the PDF is password-protected; its text cannot be read",

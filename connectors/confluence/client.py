@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -141,11 +142,12 @@ class ConfluenceHttp:
 
     # Requests ---------------------------------------------------------------------------------
     def get_json(self, path: str, params: dict | None = None, *,
-                 retry_server_errors: bool = True) -> dict:
-        """GET a JSON body. ``retry_server_errors=False``: a 5xx raises ``ConfluenceServerError``
-        at once (some endpoints answer 500 for a missing permission, and always will)."""
+                 retry_server_errors: bool = True) -> Any:
+        """GET a JSON body: an object, or a list from some Data Center endpoints.
+        ``retry_server_errors=False``: a 5xx raises ``ConfluenceServerError`` at once (some
+        endpoints answer 500 for a missing permission, and always will)."""
 
-        def read(resp: httpx.Response, where: str) -> dict:
+        def read(resp: httpx.Response, where: str) -> Any:
             resp.read()
             try:
                 return resp.json()

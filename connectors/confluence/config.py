@@ -87,13 +87,16 @@ class ConfluenceConfig:
         # Cloud's API lives under /wiki; accept the site URL with or without it.
         if self.flavour == "cloud" and not parts.path.rstrip("/").endswith("/wiki"):
             self.base_url += "/wiki"
-        if isinstance(self.spaces, str):
-            self.spaces = [] if self.spaces.lower() in ("", "all", "*") else [self.spaces]
+        # A settings file may name one space, or one type below, as a plain string.
+        spaces: object = self.spaces
+        if isinstance(spaces, str):
+            self.spaces = [] if spaces.lower() in ("", "all", "*") else [spaces]
         self.spaces = [s.strip() for s in self.spaces if s.strip() and s.strip() != "*"]
         if self.page_size < 1:
             raise SourceError("confluence page_size must be at least 1")
-        if isinstance(self.attachment_types, str):
-            self.attachment_types = [self.attachment_types]
+        types: object = self.attachment_types
+        if isinstance(types, str):
+            self.attachment_types = [types]
         self.attachment_types = sorted({t.strip().lower().lstrip(".")
                                         for t in self.attachment_types if t.strip()})
         unsupported = set(self.attachment_types) - set(SUPPORTED_TYPES)

@@ -229,9 +229,10 @@ class ConfluenceConnector:
         for space in sorted(found, key=lambda s: s.key):
             if space.key in done:
                 continue
-            resume = ckpt is not None and ckpt.get("space") == space.key
-            cursor = ckpt.get("cursor") if resume else None
-            space_mark = parse_time(ckpt.get("space_mark")) if resume else None
+            resumed = ckpt if ckpt is not None and ckpt.get("space") == space.key else None
+            resume = resumed is not None
+            cursor = resumed.get("cursor") if resumed is not None else None
+            space_mark = parse_time(resumed.get("space_mark")) if resumed is not None else None
             previous = parse_time(marks.get(space.key))
             since = None if full or previous is None else previous - overlap - margin
             if resume and not cursor:  # the interruption came after its last results page

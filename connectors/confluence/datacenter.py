@@ -109,7 +109,8 @@ class DataCenterApi:
             subject = p.get("subject") or {}
             kind = subject.get("type")
             if kind == "user":
-                names = self._user_names(subject) or [None]  # None: a user we cannot name
+                # None: a user we cannot name
+                names: list[str | None] = list(self._user_names(subject)) or [None]
                 grants.extend(("user", n) for n in names)
             elif kind == "group":
                 grants.append(("group", subject.get("name") or None))
@@ -122,7 +123,7 @@ class DataCenterApi:
     def _user_names(self, subject: dict) -> list[str]:
         """The names citewise knows a person by: the username (and the email, where the
         server gives one). A user key that cannot be resolved gives none."""
-        named = [subject.get(k) for k in ("username", "email") if subject.get(k)]
+        named = [name for k in ("username", "email") if (name := subject.get(k))]
         if named:
             return named
         key = subject.get("userKey")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import Protocol
 
+from citewise.connectors.confluence.client import ConfluenceHttp
 from citewise.connectors.confluence.permissions import ReadRestriction
 
 
@@ -57,6 +58,8 @@ class ConfluenceApi(Protocol):
     flavour: str
     # The zone dates in queries are written in (Data Center's CQL); the connector sets it.
     query_zone: tzinfo
+    # The site's HTTP client: the connector builds download links with it and closes it.
+    http: ConfluenceHttp
 
     def spaces(self, keys: list[str]) -> tuple[list[Space], list[str]]:
         """The spaces to index (every visible one when ``keys`` is empty), and the keys asked

@@ -148,8 +148,8 @@ class _Converter:
                 attr = f' href="{html.escape(href)}"' if href else ""
                 return f"<a{attr}>{inner}</a>"
             if name in ("th", "td"):
-                span = "".join(f' {a}="{html.escape(el.get(a))}"'
-                               for a in ("colspan", "rowspan") if el.get(a))
+                span = "".join(f' {a}="{html.escape(value)}"'
+                               for a in ("colspan", "rowspan") if (value := el.get(a)))
                 return f"<{name}{span}>{inner}</{name}>"
             return f"<{name}>{inner}</{name}>"
         if name == "time":
@@ -199,8 +199,9 @@ class _Converter:
             else:
                 text = html.escape(_attr(el, "ac", "anchor") or "", quote=False)
         url = el.find("ri:url", _NS)
-        if url is not None and _attr(url, "ri", "value"):
-            return f'<a href="{html.escape(_attr(url, "ri", "value"))}">{text}</a>'
+        href = _attr(url, "ri", "value") if url is not None else None
+        if href:
+            return f'<a href="{html.escape(href)}">{text}</a>'
         return text
 
     def macro(self, el: etree._Element) -> str:
@@ -222,9 +223,9 @@ class _Converter:
             return f"[{html.escape(label, quote=False)}]" if label else ""
         body = el.find("ac:rich-text-body", _NS)
         if name in ADMONITIONS:
-            label = params.get("title") or ADMONITIONS[name]
+            caption = params.get("title") or ADMONITIONS[name]
             inner = self.children(body) if body is not None else ""
-            return _labelled(label, inner)
+            return _labelled(caption, inner)
         if body is not None:  # expand, details, section, column, excerpt, unknown: transparent
             title = params.get("title") if name == "expand" else None
             inner = self.children(body)

@@ -57,6 +57,13 @@ class GitConfig:
         if self.ref is not None and (not self.ref or self.ref.startswith("-")):
             raise ConfigError(f"git ref {self.ref!r} is not a branch, tag or commit")
 
+    def local_root(self) -> Path:
+        """The repository read in place: a source without a ``url`` has a ``path`` (``check``)."""
+        if self.path is None:
+            raise ConfigError("a git source needs exactly one of 'url' (to clone) or 'path' "
+                              "(a repository on this machine)")
+        return self.path.expanduser().resolve()
+
     @classmethod
     def from_options(cls, options: dict, readers: list[str] | None) -> GitConfig:
         known = set(cls.__dataclass_fields__) - {"readers"}
@@ -92,7 +99,7 @@ def repository_name(config: GitConfig) -> str:
         if web:
             return web[1].split("/", 3)[-1]
         return config.url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
-    return Path(config.path).expanduser().resolve().name
+    return config.local_root().name
 
 
 def link_template(config: GitConfig, repository: str) -> str | None:

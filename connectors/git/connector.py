@@ -93,7 +93,7 @@ class GitConnector:
                 log.warning("%s: last indexed commit %s is unknown here: full comparison",
                             self.repo.where(), old[:12])
             full = True
-        elif not full and not self.repo.is_ancestor(old, target):
+        elif not full and old and not self.repo.is_ancestor(old, target):  # old: known here
             log.warning("%s: %s is not an ancestor of %s (history rewritten): full comparison",
                         self.repo.where(), old[:12], target[:12])
             full = True
@@ -138,8 +138,9 @@ class GitConnector:
                                 self._unchanged_since(old, item):
                             continue  # reported last run; nothing new to say about it
                         documents.append(doc)
-                    checkpoint_out = {**{k: v for k, v in info.items() if k != "after"},
-                                      "done": pos + len(chunk)}
+                    checkpoint_out: dict | None = {
+                        **{k: v for k, v in info.items() if k != "after"},
+                        "done": pos + len(chunk)}
                     if index > 0:
                         # Phase two belongs to the run after phase one: the next run resumes it
                         # from phase one's target.

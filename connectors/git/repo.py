@@ -148,7 +148,7 @@ class Repository:
                       timeout=self.config.fetch_timeout_s)
             ref = "refs/citewise/tip"
         else:
-            root = Path(self.config.path).expanduser().resolve()
+            root = self.config.local_root()
             if not root.exists():
                 raise SourceError(f"git repository {root} does not exist",
                                   hint="check the source's path")

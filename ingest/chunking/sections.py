@@ -108,9 +108,9 @@ class SectionChunker:
                     stack.pop()
                 stack.append((el.depth, el.text.strip()))
                 if el.line is not None:
-                    section_line[0] = el.line + line_offset
+                    section_line[0] = line = el.line + line_offset
                     if locator:
-                        locator.seek(section_line[0])
+                        locator.seek(line)
                 else:
                     section_line[0] = locator.find(el.text) if locator else None
                 continue
@@ -144,8 +144,11 @@ class SectionChunker:
         # Code keeps its lines one for one: a part's lines follow from where its units sit.
         exact = by_line and piece.exact_lines and piece.line is not None
 
-        def at(first: int, last: int) -> dict:
-            return {"line": piece.line + first, "end": piece.line + last} if exact else {}
+        def at(first: int, last: int) -> tuple[int | None, int | None]:
+            """The file's lines of units ``first`` to ``last``, where they are known."""
+            if exact and piece.line is not None:
+                return piece.line + first, piece.line + last
+            return None, None
 
         parts: list[_Piece] = []
         current: list[int] = []  # indexes of the units in the part being filled
@@ -153,8 +156,9 @@ class SectionChunker:
 
         def close() -> None:
             text = ("\n" if by_line else " ").join(units[k] for k in current)
+            line, end = at(current[0], current[-1])
             parts.append(_Piece(text, self.count_tokens(text), units[current[0]],
-                                **at(current[0], current[-1])))
+                                line=line, end=end))
 
         for n, unit in enumerate(units):
             tokens = self.count_tokens(unit)
@@ -166,7 +170,8 @@ class SectionChunker:
                 step = max(1, len(words) * budget // (tokens + 1))
                 for j in range(0, len(words), step):
                     sub = " ".join(words[j : j + step])
-                    parts.append(_Piece(sub, self.count_tokens(sub), sub, **at(n, n)))
+                    line, end = at(n, n)
+                    parts.append(_Piece(sub, self.count_tokens(sub), sub, line=line, end=end))
                 continue
             current.append(n)
             used += tokens + 1
@@ -174,7 +179,9 @@ class SectionChunker:
             close()
         return parts
 
-    def _emit(self, chunks, document_id, path, stack, group, locator, anchor_of) -> None:
+    def _emit(self, chunks: list[Chunk], document_id: str, path: str,
+              stack: list[tuple[int, str]], group: list[_Piece],
+              locator: _LineLocator | None, anchor_of: Callable[[str], str]) -> None:
         text = "\n".join(p.text for p in group)
         start = _line_of(group[0], locator)
         end = group[-1].end

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from citewise.gateway import Gateway, GatewayError
 
@@ -101,7 +102,7 @@ def rewrite_by_rule(question: str, previous: Previous) -> str:
 
 
 def standalone(question: str, previous: Previous | None, *, gateway: Gateway | None = None,
-               history: list[dict] | None = None) -> tuple[str, str]:
+               history: list[dict[str, Any]] | None = None) -> tuple[str, str]:
     """The question to search and answer, and how it was made: ``asked`` (it stands alone or
     there is nothing before it), ``model`` or ``rule``."""
     if previous is None or not leans_on_previous(question):

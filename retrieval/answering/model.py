@@ -8,7 +8,7 @@ the citations it rests on. Both are built together (``render_markdown``), so the
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_serializer
 
@@ -46,7 +46,7 @@ class Citation(Passage):
     quote: str = Field(description="The passage text the answer quotes.")
 
 
-ANSWER_EXAMPLE = {
+ANSWER_EXAMPLE: dict[str, Any] = {
     "answer": "Roll back the last release, then turn off the new flags:\n\n"
               "1. Roll back [1]\n   ```bash\n   shipit rollback checkout-api --to previous\n   ```",
     "blocks": [
@@ -97,7 +97,7 @@ class Answer(BaseModel):
     model: str | None = Field(default=None, description="The provider's model (llm mode).")
     usage: AnswerUsage | None = Field(default=None, description="Model tokens and cost, when a "
                                       "model was called (also when it failed over).")
-    guardrails: list[dict] = Field(
+    guardrails: list[dict[str, Any]] = Field(
         default_factory=list, description="Guardrail decisions taken on this answer: "
         "{policy, kind, action, where, detail} (a passage left out, a secret redacted...).")
     cached: bool = Field(default=False, description="True when this is a cached answer to a "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 NO_ANSWER_TOKEN = "NO_ANSWER"
 
@@ -51,11 +52,12 @@ def passages_block(passages: list[PromptPassage], token: str) -> str:
 
 
 def build_messages(question: str, passages: list[PromptPassage], *,
-                   history: list[dict] | None = None, token: str | None = None) -> list[dict]:
+                   history: list[dict[str, Any]] | None = None,
+                   token: str | None = None) -> list[dict[str, Any]]:
     """System rules, then earlier turns of a conversation (their text only), then the passages
     and the question in one user message."""
     token = token or fence_token()
-    messages: list[dict] = [{"role": "system", "content": RULES}]
+    messages: list[dict[str, Any]] = [{"role": "system", "content": RULES}]
     for turn in history or []:
         if turn.get("role") in ("user", "assistant") and isinstance(turn.get("content"), str):
             messages.append({"role": turn["role"], "content": turn["content"]})

@@ -19,8 +19,9 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -150,7 +151,8 @@ class AnswerService:
         return _Prepared(q, ev, composed, evidence, decisions)
 
     def _cached(self, question: str, identity: Identity, filters: SearchFilters | None,
-                use_cache: bool, injection: Injection | None) -> tuple[Answer | None, object]:
+                use_cache: bool, injection: Injection | None,
+                ) -> tuple[Answer | None, Callable[[Answer], bool] | None]:
         """A cached answer for this caller's scope, or None; and how to store the new one."""
         if self.cache is None:
             return None, None
@@ -167,7 +169,7 @@ class AnswerService:
         return None, lambda answer: self.cache.store(scope, question, vector, answer)
 
     def answer(self, question: str, identity: Identity, filters: SearchFilters | None = None,
-               *, history: list[dict] | None = None, use_cache: bool = True,
+               *, history: list[dict[str, Any]] | None = None, use_cache: bool = True,
                injection: Injection | None = None) -> Answer:
         """The cited answer. ``history`` (earlier turns of a chat, OpenAI message dicts) is
         context for the model; retrieval uses ``question`` alone. A question close to one this
@@ -183,7 +185,7 @@ class AnswerService:
         return answer
 
     def _answer(self, question: str, identity: Identity, filters: SearchFilters | None,
-                history: list[dict] | None, injection: Injection | None) -> Answer:
+                history: list[dict[str, Any]] | None, injection: Injection | None) -> Answer:
         prepared = self._prepare(question, identity, filters, injection)
         if isinstance(prepared, Answer):
             return prepared
@@ -201,7 +203,7 @@ class AnswerService:
         return answer
 
     def stream(self, question: str, identity: Identity, filters: SearchFilters | None = None,
-               *, history: list[dict] | None = None, use_cache: bool = True,
+               *, history: list[dict[str, Any]] | None = None, use_cache: bool = True,
                injection: Injection | None = None) -> Iterator[AnswerEvent]:
         """The answer as events (see ``stream.py``). A model stream that fails before its
         first token falls back to the extractive answer; one that breaks after it ends with an
@@ -217,7 +219,7 @@ class AnswerService:
             yield event
 
     def _stream(self, question: str, identity: Identity, filters: SearchFilters | None,
-                history: list[dict] | None,
+                history: list[dict[str, Any]] | None,
                 injection: Injection | None) -> Iterator[AnswerEvent]:
         prepared = self._prepare(question, identity, filters, injection)
         if isinstance(prepared, Answer):
@@ -292,7 +294,7 @@ class AnswerService:
         cached = self.dense.embed_documents(
             [embedding_text(r.title, r.heading, r.text) for r in results])
         cleaned_ix = [i for i, (_, changed) in enumerate(texts) if changed]
-        cleaned = self.dense.embed_documents(
+        cleaned: np.ndarray | list[np.ndarray] = self.dense.embed_documents(
             [embedding_text(results[i].title, results[i].heading, texts[i][0])
              for i in cleaned_ix], use_cache=False) if cleaned_ix else []
         vectors = list(cached)
@@ -300,14 +302,15 @@ class AnswerService:
             vectors[i] = vec if texts[i][0].strip() else np.zeros_like(vec)
         return {r.chunk_id: float(v @ query_vec) for r, v in zip(results, vectors, strict=True)}
 
-    def _scorer(self, query_vec: np.ndarray):
+    def _scorer(self, query_vec: np.ndarray) -> Callable[..., np.ndarray]:
         def score(texts: list[str], clause: str | None = None) -> np.ndarray:
             if not texts:
                 return np.zeros(0, dtype=np.float32)
             vecs = self.dense.embed_documents(texts, use_cache=False)
-            if clause:
-                return vecs @ np.asarray(self.search.query_vector(clause), dtype=np.float32)
-            return vecs @ query_vec
+            target = (np.asarray(self.search.query_vector(clause), dtype=np.float32) if clause
+                      else query_vec)
+            scores: np.ndarray = vecs @ target
+            return scores
 
         return score
 
@@ -373,7 +376,7 @@ class AnswerService:
 
     # Generated answers ------------------------------------------------------------------
     def _messages(self, p: _Prepared, sources: list[Citation],
-                  history: list[dict] | None) -> list[dict]:
+                  history: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
         passages = [PromptPassage(c.n, c.title, c.heading, _passage_text(p.ev, c))
                     for c in sources]
         return build_messages(p.q.text, passages, history=history)
@@ -413,7 +416,7 @@ class _Prepared:
     ev: Evidence
     composed: Composed
     evidence: float
-    decisions: list[dict]
+    decisions: list[dict[str, Any]]
 
 
 # The guardrail policy for passages carrying instructions: (its name, the action, the sources it
@@ -422,7 +425,7 @@ Injection = tuple[str, str, frozenset[str]]
 
 
 def _guard_passages(results: list[SearchResult], injection: Injection | None
-                    ) -> tuple[list[SearchResult], list[dict]]:
+                    ) -> tuple[list[SearchResult], list[dict[str, Any]]]:
     """Passages aimed at the model rather than the reader: dropped (``redact``), kept and
     noted (``flag``), or the answer refused (``block``)."""
     if injection is None:

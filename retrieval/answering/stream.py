@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from citewise.retrieval.answering.markdown import blocks_from_markdown
 from citewise.retrieval.answering.model import Answer, AnswerBlock, Citation, render_markdown
@@ -22,7 +23,7 @@ EVENTS = ("citations", "delta", "block", "done", "error")
 @dataclass
 class AnswerEvent:
     event: str
-    data: dict
+    data: dict[str, Any]
 
 
 def citations_event(citations: list[Citation]) -> AnswerEvent:

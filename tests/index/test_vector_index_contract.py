@@ -6,6 +6,7 @@ lists: no embedding model is involved, so a failure here is the index's, not the
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +25,7 @@ from qdrant_client import QdrantClient
 from citewise.errors import BackendError, ConfigError, IndexLockedError
 from citewise.index.payload import ChunkPayload
 from citewise.index.qdrant_edge_index import EdgeVectorIndex
-from citewise.index.qdrant_server_index import ServerVectorIndex
+from citewise.index.qdrant_server_index import ServerIndexStore, ServerVectorIndex
 from citewise.index.vector_index import ChunkPoint, IndexFilter, SparseVector, VectorIndex
 
 pytestmark = [
@@ -429,6 +431,42 @@ def test_edge_writes_survive_a_killed_process(tmp_path):
 def test_server_unreachable_is_a_backend_error():
     with pytest.raises(BackendError, match=r"Qdrant at http://127\.0\.0\.1:9 is unreachable"):
         ServerVectorIndex.from_url("http://127.0.0.1:9", None, "chunks", DIM, timeout=2)
+
+
+class _CollectionsOnly(BaseHTTPRequestHandler):
+    """The two GETs of Qdrant's REST API that listing a store's generations makes, answered
+    as its documentation shows them (``GET /`` is the client's version check)."""
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        if self.path == "/":
+            result = {"title": "qdrant - vector search engine", "version": "1.16.0"}
+        else:
+            result = {"result": {"collections": [{"name": "chunks"}, {"name": "other"}]},
+                      "status": "ok", "time": 0.0001}
+        body = json.dumps(result).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_sub_second_timeout_still_reaches_the_server():
+    """CITEWISE_QDRANT_TIMEOUT is seconds as a float; qdrant-client takes whole seconds, and
+    0.5 once became 0, which failed every request."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _CollectionsOnly)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        store = ServerIndexStore.from_url(f"http://127.0.0.1:{server.server_port}", None,
+                                          "chunks", DIM, timeout=0.5)
+        assert store.names() == [""]
+        store.close()
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_edge_is_safe_to_share_between_threads(tmp_path):

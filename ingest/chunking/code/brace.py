@@ -161,7 +161,7 @@ class BraceFile:
             tail = [Unit(end, end)] if end > open_line else []
             return [head, *inner, *tail]
 
-        container = bool(name) and _CONTAINER.match(name.rsplit(" > ", 1)[-1]) is not None
+        container = bool(name and _CONTAINER.match(name.rsplit(" > ", 1)[-1]) is not None)
         return Unit(start, end, symbol, major, children, container)
 
 

@@ -9,15 +9,32 @@ the ``title > heading`` header embedded with every chunk, as the prose chunker d
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from citewise.index.dense import embedding_text
 from citewise.ingest.chunking.code.units import Unit
-from citewise.types import Chunk
+from citewise.types import Chunk, SourceDocument
 
 MIN_BUDGET = 32
 
 
+def _first(chunk: Chunk) -> int:
+    """A chunk's first line: ``Packer._append`` gives every chunk it makes its lines."""
+    if chunk.start_line is None:
+        raise ValueError(f"code chunk {chunk.ordinal} has no first line")
+    return chunk.start_line
+
+
+def _last(chunk: Chunk) -> int:
+    """A chunk's last line (see ``_first``)."""
+    if chunk.end_line is None:
+        raise ValueError(f"code chunk {chunk.ordinal} has no last line")
+    return chunk.end_line
+
+
 class Packer:
-    def __init__(self, document_id, doc, lines, count_tokens, max_tokens) -> None:
+    def __init__(self, document_id: str, doc: SourceDocument, lines: list[str],
+                 count_tokens: Callable[[str], int], max_tokens: int) -> None:
         self.document_id = document_id
         self.title = doc.title
         self.path = doc.path or doc.title
@@ -41,10 +58,10 @@ class Packer:
             if (
                 prev is not None
                 and prev.symbol == c.symbol
-                and prev.end_line < c.start_line
+                and _last(prev) < _first(c)
                 and not ({id(prev), id(c)} & self._pieces)
             ):
-                start, end = prev.start_line - self.offset, c.end_line - self.offset
+                start, end = _first(prev) - self.offset, _last(c) - self.offset
                 tokens = self.tokens(start, end)
                 if tokens <= self.budget(c.symbol):
                     prev.text = "\n".join(self.lines[start - 1 : end])
@@ -54,7 +71,7 @@ class Packer:
             if prev is not None and self._lone_header_of(prev, c):
                 # A class split into its methods leaves its bare ``class X:`` line alone: a
                 # chunk that says nothing. It goes with its first member instead.
-                start, end = prev.start_line - self.offset, c.end_line - self.offset
+                start, end = _first(prev) - self.offset, _last(c) - self.offset
                 tokens = self.tokens(start, end)
                 if tokens <= self.budget(c.symbol):
                     c.text = "\n".join(self.lines[start - 1 : end])
@@ -72,11 +89,11 @@ class Packer:
         with nothing but blank lines between them."""
         if not (prev.symbol and c.symbol and c.symbol.startswith(prev.symbol + " > ")):
             return False
-        if {id(prev), id(c)} & self._pieces or prev.end_line >= c.start_line:
+        if {id(prev), id(c)} & self._pieces or _last(prev) >= _first(c):
             return False
         if sum(1 for line in prev.text.split("\n") if line.strip()) != 1:
             return False
-        gap = range(prev.end_line - self.offset + 1, c.start_line - self.offset)
+        gap = range(_last(prev) - self.offset + 1, _first(c) - self.offset)
         return all(not self.lines[i - 1].strip() for i in gap)
 
     def heading(self, symbol: str | None) -> str:

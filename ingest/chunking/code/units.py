@@ -41,14 +41,14 @@ def fill_gaps(units: list[Unit], lines: list[str], lo: int, hi: int,
     unit (no blank line between) become part of it: they usually explain it."""
     units = sorted(units, key=lambda u: (u.start, -u.end))
     merged: list[Unit] = []
-    for u in units:  # statements sharing a line ("a = 1; b = 2") become one unit
-        if merged and u.start <= merged[-1].end:
+    for unit in units:  # statements sharing a line ("a = 1; b = 2") become one unit
+        if merged and unit.start <= merged[-1].end:
             last = merged[-1]
-            if u.end > last.end:
-                merged[-1] = Unit(last.start, u.end, last.symbol or u.symbol,
-                                   last.major or u.major, None)
+            if unit.end > last.end:
+                merged[-1] = Unit(last.start, unit.end, last.symbol or unit.symbol,
+                                   last.major or unit.major, None)
             continue
-        merged.append(u)
+        merged.append(unit)
     out: list[Unit] = []
     cursor = lo
     for u in [*merged, None]:
