@@ -151,6 +151,11 @@ class Chunk:
     end_line: int | None = None
     token_count: int = 0
     symbol: str | None = None  # for code: "class RetryPolicy > def backoff"
+    # For code: True when the chunk is a later part of the definition ``symbol`` names, which
+    # was too long for one chunk: it starts past the line declaring it, so it holds no
+    # signature. False for any other code chunk; None where the chunker does not say (prose).
+    # Written to the index only, not to the catalog: see ``ChunkPayload.continues_symbol``.
+    continues_symbol: bool | None = None
 
     def location(self) -> dict[str, Any]:
         """Where the chunk sits and what it says: stored with it in the catalog and the index."""

@@ -75,6 +75,13 @@ class ChunkPayload(DocumentPayload):
     start_line: int | None = None
     end_line: int | None = None
     symbol: str | None = None
+    # Code: whether the chunk continues the definition ``symbol`` names past the line declaring
+    # it, which an earlier chunk holds (the code chunker splits a long one along its
+    # statements): its first line is no signature. None on points written before the chunker
+    # said so, and on points rebuilt from the catalog, which does not keep it (hence not in
+    # ``Chunk.location()``): a reader then reads the chunk's first line, as before
+    # (``retrieval/answering``).
+    continues_symbol: bool | None = None
 
     def to_payload(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,7 +93,8 @@ class ChunkPayload(DocumentPayload):
 
     @classmethod
     def for_chunk(cls, document: DocumentPayload, chunk: Chunk) -> ChunkPayload:
-        return cls(**asdict(document), **chunk.location())
+        return cls(**asdict(document), **chunk.location(),
+                   continues_symbol=chunk.continues_symbol)
 
 
 _FIELD_NAMES = frozenset(f.name for f in fields(ChunkPayload))

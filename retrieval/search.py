@@ -83,6 +83,9 @@ class SearchResult(Passage):
         default_factory=dict,
         description="What the source knows: repository, language, last commit, breadcrumb...",
     )
+    # For the answer composer (``ChunkPayload.continues_symbol``); not part of the API's
+    # search results, which keep their shape.
+    continues_symbol: bool | None = Field(default=None, exclude=True)
 
     @classmethod
     def from_hit(cls, hit: VectorHit) -> SearchResult:
@@ -92,6 +95,7 @@ class SearchResult(Passage):
             heading=p.heading, text=p.text, score=round(float(hit.score), 6), path=p.path,
             url=chunk_link(p), anchor=p.anchor, start_line=p.start_line, end_line=p.end_line,
             service=p.service, tags=list(p.tags), symbol=p.symbol, metadata=dict(p.meta),
+            continues_symbol=p.continues_symbol,
         )
 
 

@@ -6,7 +6,8 @@
    an alert) that no document the caller may read mentions. Similar wording about another
    database is not an answer.
 3. The composer (``compose.py``) builds the answer from the sources' own units in the shape the
-   question wants (``question.py``): steps, a fact, a function, a definition, sentences.
+   question wants (``question.py``): it chooses the answer strategies (``strategies/``: steps,
+   a fact, a function, a definition, sentences...) and the first that finds its shape answers.
 4. With a model gateway configured, the model gets the same passages, numbered and fenced as
    data (``prompt.py``), and its Markdown becomes the answer's blocks; if every provider fails
    or the answer cites nothing, the extractive answer is returned (with the reason).
@@ -33,13 +34,9 @@ from citewise.index.dense import DenseEncoder, embedding_text
 from citewise.index.injection import injection_score, is_injection
 from citewise.language import is_english
 from citewise.retrieval.answering.cache import SemanticCache, scope_of
-from citewise.retrieval.answering.compose import (
-    Composed,
-    Composer,
-    Evidence,
-    points_elsewhere,
-    restates,
-)
+from citewise.retrieval.answering.compose import Composer
+from citewise.retrieval.answering.evidence import Composed, Evidence, points_elsewhere
+from citewise.retrieval.answering.lexical import restates
 from citewise.retrieval.answering.markdown import blocks_from_markdown
 from citewise.retrieval.answering.model import (
     Answer,
@@ -50,6 +47,7 @@ from citewise.retrieval.answering.model import (
 )
 from citewise.retrieval.answering.prompt import NO_ANSWER_TOKEN, PromptPassage, build_messages
 from citewise.retrieval.answering.question import Question, analyse
+from citewise.retrieval.answering.strategies.protocol import Scorer
 from citewise.retrieval.answering.stream import (
     AnswerEvent,
     BlockTracker,
@@ -302,7 +300,7 @@ class AnswerService:
             vectors[i] = vec if texts[i][0].strip() else np.zeros_like(vec)
         return {r.chunk_id: float(v @ query_vec) for r, v in zip(results, vectors, strict=True)}
 
-    def _scorer(self, query_vec: np.ndarray) -> Callable[..., np.ndarray]:
+    def _scorer(self, query_vec: np.ndarray) -> Scorer:
         def score(texts: list[str], clause: str | None = None) -> np.ndarray:
             if not texts:
                 return np.zeros(0, dtype=np.float32)

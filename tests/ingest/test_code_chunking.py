@@ -227,3 +227,72 @@ def test_a_bare_class_line_goes_with_its_first_method(dense):
     assert init.start_line == 1 and "def __init__" in init.text
     assert find(chunks, "class Pipeline > def run").start_line == 7
 
+
+
+PAGED_FETCH = '''// Fetches one page of the partner API, waiting out its rate limit.
+export async function fetchPage(client, path) {
+  let attempt = 0;
+  while (attempt < client.maxRetries) {
+    attempt += 1;
+    await client.limiter.wait();
+    client.log.debug("waiting for the partner API limiter before %s", path);
+    client.metrics.increment("partner.waits", { path, attempt });
+  }
+  const response = await http.get(client.base + path, { timeout: client.timeoutMs });
+  if (response.status === 404) {
+    throw new Error(`the partner API has no ${path}`);
+  }
+  const retryAfter = Number(response.headers["retry-after"] || 0);
+  return response.json();
+}
+
+export function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+'''
+
+
+def test_the_later_parts_of_a_split_definition_are_marked(dense):
+    """A part that starts with ``const response = ...`` looks like a definition's first line;
+    the chunker knows it continues ``fetchPage`` and says so, so no answer shows it as the
+    function's signature."""
+    chunks = chunks_of(dense, PAGED_FETCH, "javascript", "partner/fetch.js", max_tokens=80)
+    assert_exact(chunks, PAGED_FETCH, dense, "partner/fetch.js", max_tokens=80)
+    parts = [c for c in chunks if c.symbol == "function fetchPage"]
+    assert len(parts) >= 3
+    assert [c.continues_symbol for c in parts] == [False] + [True] * (len(parts) - 1)
+    assert parts[0].start_line == 1  # the comment above it and its signature
+    assert any(c.text.lstrip().startswith("const ") for c in parts[1:]), [c.text for c in parts]
+    assert find(chunks, "function sleep").continues_symbol is False
+
+
+def test_a_definition_whose_first_line_is_cut_into_pieces_continues_after_the_first(dense):
+    text = "def big(" + ", ".join(f"p{i}=f{i}(x{i})" for i in range(120)) + "):\n    return p0\n"
+    chunks = chunks_of(dense, text, "python", "app/big.py", max_tokens=100)
+    assert {c.symbol for c in chunks} == {"def big"} and len(chunks) > 2
+    assert chunks[0].text.startswith("def big(") and chunks[0].continues_symbol is False
+    assert all(c.continues_symbol for c in chunks[1:])
+
+
+def test_whole_definitions_and_module_code_continue_nothing(dense):
+    chunks = chunks_of(dense, PYTHON, "python", "app/retry.py")
+    assert {c.continues_symbol for c in chunks} == {False}
+
+
+def test_the_parts_up_to_a_definitions_declaration_do_not_continue_it(dense):
+    """Decorators long enough to fill a chunk of their own: the parts up to the ``def`` line
+    hold the signature still to come, or hold it; only the parts past it continue it."""
+    options = "\n".join(f'@click.option("--{n}", help="Only documents whose {n} matches this '
+                        f'value, case-insensitive.")' for n in ("tag", "source", "path", "service"))
+    body = "\n".join(f"    results.extend(search_step_{i}(query, top_k, sources))"
+                     for i in range(12))
+    text = (f"@cli.command()\n{options}\ndef search(query, top_k, sources):\n"
+            f'    """Search the knowledge base."""\n    results = []\n{body}\n    return results\n')
+    chunks = chunks_of(dense, text, "python", "cli/query.py", max_tokens=80)
+    assert {c.symbol for c in chunks} == {"def search"} and len(chunks) > 3
+    declaration = text.split("\n").index("def search(query, top_k, sources):") + 1
+    for c in chunks:
+        assert c.continues_symbol == (c.start_line > declaration), (c.start_line, c.text)
+    # The decorators fill a chunk of their own before the one that holds the ``def`` line.
+    holding = next(c for c in chunks if c.start_line <= declaration <= c.end_line)
+    assert chunks[0].end_line < declaration and not holding.continues_symbol

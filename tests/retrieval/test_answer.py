@@ -13,9 +13,9 @@ import re
 import pytest
 
 from citewise.ingest.jobs import run_source
-from citewise.retrieval.answering.compose import _spelled_out
 from citewise.retrieval.answering.markdown import blocks_from_markdown
 from citewise.retrieval.answering.question import analyse, defining_clause
+from citewise.retrieval.answering.strategies.expansion import spelled_out
 from citewise.settings import SourceConfig
 from citewise.types import Identity
 from tests.connectors.gitrepo import GitRepo
@@ -909,8 +909,8 @@ def test_what_an_abbreviation_stands_for_comes_from_the_words_that_spell_it(serv
     assert answer.blocks[1].text == "The IC coordinates; they do not debug."
     assert answer.citations[0].heading == "The incident commander"
     # Short or stop words never spell it ("It covers"), nor the letters themselves.
-    assert _spelled_out("IC", "It covers the channel") is None
-    assert _spelled_out("IC", "paged by the incident commander ",  # before "(IC)"
+    assert spelled_out("IC", "It covers the channel") is None
+    assert spelled_out("IC", "paged by the incident commander ",  # before "(IC)"
                         at_end=True) == "incident commander"
 
 

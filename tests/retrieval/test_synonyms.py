@@ -56,11 +56,11 @@ def test_the_bm25_query_weighs_additions_at_half(tmp_path):
 def test_the_answer_reads_the_asked_verb_with_the_organisations_words(tmp_path):
     """"how do I kick it": the section that says restart does it, when the organisation's file
     says kick is restart (the built-in groups do not)."""
-    from citewise.retrieval.answering.compose import _asked_verbs
     from citewise.retrieval.answering.question import analyse
+    from citewise.retrieval.answering.strategies.steps import asked_verbs
 
     path = tmp_path / "synonyms.txt"
     path.write_text("kick, restart\n")
     question = analyse("metricsd is wedged, how do i kick it")
-    assert "restart" in _asked_verbs(question, Synonyms.from_file(path))
-    assert "restart" not in _asked_verbs(question, Synonyms())
+    assert "restart" in asked_verbs(question, Synonyms.from_file(path))
+    assert "restart" not in asked_verbs(question, Synonyms())

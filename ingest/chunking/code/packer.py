@@ -5,11 +5,16 @@ constants, config keys) are packed together. A unit over the budget is split int
 (a class into its methods, a block into its statements) and, when it has none, into runs of whole
 lines that prefer to break at blank lines. The budget counts the model's word-pieces including
 the ``title > heading`` header embedded with every chunk, as the prose chunker does.
+
+Every chunk says whether it continues a definition split into parts (``continues_symbol``): a
+part that starts past the line declaring the definition (its def, func or class line) holds no
+signature, and an answer that shows a signature must not take its first statement for one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from citewise.index.dense import embedding_text
 from citewise.ingest.chunking.code.units import Unit
@@ -46,6 +51,8 @@ class Packer:
         self._line_tokens: list[int | None] = [None] * len(lines)
         self._budgets: dict[str | None, int] = {}
         self._pieces: set[int] = set()  # ids of chunks that hold part of one long line
+        # The definitions being split into parts, innermost last: (symbol, declaration line).
+        self._splitting: list[tuple[str, int]] = []
 
     def merged(self) -> list[Chunk]:
         """The chunks, with neighbours of the same symbol joined where they fit together.
@@ -136,12 +143,14 @@ class Packer:
                 if unit.container and unit.children:
                     children = unit.children()
                     if any(c.major for c in children):
-                        self.pack(children, symbol)
+                        with self._parts_of(unit):
+                            self.pack(children, symbol)
                         continue
                 if tokens <= self.budget(symbol):
                     self.emit(unit.start, unit.end, symbol)
                 else:
-                    self.split(unit, symbol)
+                    with self._parts_of(unit):
+                        self.split(unit, symbol)
                 continue
             budget = self.budget(parent)
             if tokens > budget:
@@ -153,6 +162,29 @@ class Packer:
             pending.append(unit)
             used += tokens
         flush()
+
+    @contextmanager
+    def _parts_of(self, unit: Unit) -> Iterator[None]:
+        """``unit`` is the definition being chunked in parts meanwhile: the chunks emitted under
+        its symbol that start past the line declaring it continue it."""
+        if unit.symbol is None:
+            yield
+            return
+        self._splitting.append((unit.symbol, unit.declaration))
+        try:
+            yield
+        finally:
+            self._splitting.pop()
+
+    def _continues(self, symbol: str | None, start: int) -> bool:
+        """Whether a chunk of ``symbol`` that starts at line ``start`` is a later part of the
+        definition being split: it starts past the line that declares it, so an earlier chunk
+        holds its signature. (A part that holds only the decorators above it does not continue
+        it: the declaration is still to come.)"""
+        if not self._splitting or symbol is None:
+            return False
+        splitting, declaration = self._splitting[-1]
+        return symbol == splitting and start > declaration
 
     def split(self, unit: Unit, symbol: str | None) -> None:
         children = unit.children() if unit.children else []
@@ -191,6 +223,7 @@ class Packer:
             self.emit(first, end, symbol)
 
     def split_long_line(self, i: int, symbol: str | None, budget: int) -> None:
+        first = len(self.chunks)
         words = self.lines[i - 1].split(" ")
         part: list[str] = []
         for word in words:
@@ -203,6 +236,9 @@ class Packer:
             part.append(word)
         if part:
             self._piece(" ".join(part), i, symbol)
+        # The pieces after the first of a definition's declaration line continue it too.
+        for c in self.chunks[first + 1 :]:
+            c.continues_symbol = c.symbol is not None
 
     def _cut_word(self, word: str, i: int, symbol: str | None, budget: int) -> None:
         pos = 0
@@ -247,5 +283,6 @@ class Packer:
                 end_line=end + self.offset,
                 token_count=tokens if tokens is not None else self.count(text),
                 symbol=symbol,
+                continues_symbol=self._continues(symbol, start),
             )
         )

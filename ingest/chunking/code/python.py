@@ -39,7 +39,7 @@ def _py_unit(node: ast.stmt, lines: list[str], prefix: str | None) -> Unit:
         symbol = join_symbol(prefix, f"{kind} {node.name}")
         return Unit(start, end, symbol, True,
                      lambda: _py_body(node.body, lines, start, end, symbol),
-                     container=kind == "class")
+                     container=kind == "class", declared=node.lineno)
     blocks = _py_blocks(node)
     if blocks:  # if/for/while/with/try/match at this level: split along its statements
         def children() -> list[Unit]:

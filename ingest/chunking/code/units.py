@@ -28,6 +28,14 @@ class Unit:
     # A class-like block: split into its methods even when it would fit, so that a citation
     # lands on the method, not on the whole class.
     container: bool = False
+    # The line that declares it (its def, func or class line), when lines above it belong to it
+    # too (decorators, the comments right above it); None: ``start`` is that line.
+    declared: int | None = None
+
+    @property
+    def declaration(self) -> int:
+        """The line that declares the unit: where its signature starts."""
+        return self.declared if self.declared is not None else self.start
 
 
 def blank(lines: list[str], i: int) -> bool:
@@ -46,7 +54,7 @@ def fill_gaps(units: list[Unit], lines: list[str], lo: int, hi: int,
             last = merged[-1]
             if unit.end > last.end:
                 merged[-1] = Unit(last.start, unit.end, last.symbol or unit.symbol,
-                                   last.major or unit.major, None)
+                                   last.major or unit.major, None, declared=last.declared)
             continue
         merged.append(unit)
     out: list[Unit] = []
@@ -59,7 +67,8 @@ def fill_gaps(units: list[Unit], lines: list[str], lo: int, hi: int,
                     and is_prefix(lines[start - 2]):
                 start -= 1
             if start != u.start:
-                u = Unit(start, u.end, u.symbol, u.major, with_head(start, u), u.container)
+                u = Unit(start, u.end, u.symbol, u.major, with_head(start, u), u.container,
+                         u.declaration)
                 gap_end = start - 1
         out.extend(block_units(lines, cursor, gap_end))
         if u is None:

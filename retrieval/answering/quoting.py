@@ -1,0 +1,130 @@
+"""What of a document may be quoted on its own, and how, so that nothing is out of context.
+
+The units strategies choose among are sentences (or whole paragraphs), list items and table
+rows spelled out with their headers, never a bare row, a "Related" link list or a placeholder
+("TODO"). A list item is quoted with the sentence that introduces its list, and a short numbered
+list whole: step 3 alone starts mid-list.
+"""
+
+from __future__ import annotations
+
+import re
+
+from citewise.index.outline import Block, Item, Outline, Section
+from citewise.retrieval.answering.evidence import Citations, Evidence
+from citewise.retrieval.answering.model import AnswerBlock, CodeSnippet, Step
+
+SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])")
+# A paragraph that stands in for text not written yet ("@TODO: more scenario examples").
+PLACEHOLDER = re.compile(r"^\W*(todo|tbd|tba|fixme|coming soon)\b", re.I)
+MAX_SENTENCE_CHARS = 500
+# A numbered list a unit sits in is shown whole when it is this short.
+MAX_CONTEXT_ITEMS = 6
+MAX_CONTEXT_CHARS = 700
+
+
+def trim(text: str) -> str:
+    """``text`` cut at a word before ``MAX_SENTENCE_CHARS``, with an ellipsis."""
+    return text if len(text) <= MAX_SENTENCE_CHARS else \
+        text[:MAX_SENTENCE_CHARS].rsplit(" ", 1)[0] + " …"
+
+
+def is_reading_list(block: Block) -> bool:
+    """A list whose every item is a bare link: what it names is elsewhere."""
+    return bool(block.items) and all(it.link_only and not it.code for it in block.items)
+
+
+def units_of(block: Block, *, paragraphs_whole: bool = False) -> list[str]:
+    """What can be quoted of a block on its own: sentences (or whole paragraphs), list items,
+    and table rows spelled out with their headers (never a bare row)."""
+    if block.kind == "list":
+        if is_reading_list(block):
+            return []
+        # Nested items are units too: "- CI tools:\n  - `buildchecker` locks main if ...".
+        return [t for it in block.items for t in (it.text, *it.notes, *it.sub)]
+    if block.kind in ("paragraph", "quote"):
+        if PLACEHOLDER.match(block.text):
+            return []
+        return [block.text] if paragraphs_whole else SENTENCE.split(block.text)
+    if block.kind == "table" and block.header:
+        return ["; ".join(f"{h}: {v}" for h, v in zip(block.header, row, strict=False)
+                          if v.strip()) for row in block.rows]
+    return []
+
+
+def first_sentence(section: Section) -> str:
+    """What a section says first; a sentence that only opens a list ("Any of:") comes with the
+    list's first item, which is what it says."""
+    at = next((i for i, b in enumerate(section.blocks) if b.kind == "paragraph"), None)
+    if at is None:
+        return ""
+    first = SENTENCE.split(section.blocks[at].text)[0].strip()
+    if first.endswith(":"):
+        listed = next((b for b in section.blocks[at + 1:] if b.kind == "list" and b.items), None)
+        if listed is not None:
+            more = " ..." if len(listed.items) > 1 else ""
+            first = f"{first} {listed.items[0].text}{more}"
+    return trim(first)
+
+
+def section_text(outline: Outline, section: Section) -> str:
+    """A section's words and its subsections' (headings, prose, lists, code)."""
+    parts = []
+    for s in (section, *outline.subsections(section)):
+        parts.append(s.title)
+        for b in s.blocks:
+            parts.append(b.text if b.kind != "list" else
+                         " ".join(t for it in b.items for t in (it.text, *it.notes, *it.sub)
+                                  ) + " " + " ".join(c.text for it in b.items for c in it.code))
+    return "\n".join(parts)
+
+
+def step_of_item(ev: Evidence, item: Item) -> Step | None:
+    """A list item as a step: its text, the commands under it, its notes and nested items;
+    nothing that only points at a document the caller may not read."""
+    if ev.hides(item.text):
+        return None
+    notes = [n for n in item.notes if not ev.hides(n)]
+    notes += [f"- {s}" for s in item.sub if not ev.hides(s)]
+    return Step(text=item.text, code=[CodeSnippet(language=c.language, text=c.text)
+                                      for c in item.code], notes=notes)
+
+
+def item_in_context(ev: Evidence, cites: Citations, doc_id: str, section: Section,
+                    block: Block, unit: str) -> list[AnswerBlock]:
+    """A list item with what it needs to be read: the sentence that introduces its list
+    ("What events qualify? For example:"), and, for a short numbered list, the list whole:
+    step 3 alone ("As a final fallback, it tries the GCS mirror") starts mid-list."""
+    out: list[AnswerBlock] = []
+    quoted: list[str] = []
+    k = next((i for i, x in enumerate(section.blocks) if x is block), 0)
+    before = section.blocks[k - 1] if k > 0 else None
+    if before is not None and before.kind == "paragraph" and not ev.hides(before.text):
+        parts = SENTENCE.split(before.text)
+        frame = parts[-1]
+        if len(parts) > 1 and len(frame) < 40 and parts[-2].rstrip().endswith("?"):
+            frame = f"{parts[-2]} {frame}"  # "What events qualify? For example:"
+        if frame.rstrip().endswith((":", "?")) and len(frame) <= 300:
+            out.append(AnswerBlock(type="paragraph", text=frame))
+            quoted.append(frame)
+    steps = [x for x in (step_of_item(ev, item) for item in block.items) if x is not None]
+    size = sum(len(x.text) + sum(len(c.text) for c in x.code) for x in steps)
+    if block.ordered and len(steps) == len(block.items) and \
+            len(steps) <= MAX_CONTEXT_ITEMS and size <= MAX_CONTEXT_CHARS:
+        first = block.items[0].number or 1
+        out.append(AnswerBlock(type="steps", steps=steps, ordered=True, start=first))
+        quoted.extend(x.text for x in steps)
+        start, end = block.start_line, block.end_line
+    else:
+        item = next((it for it in block.items if unit in (it.text, *it.notes, *it.sub)),
+                    None)
+        out.append(AnswerBlock(type="paragraph", text=trim(unit)))
+        quoted.append(unit)
+        start = item.start_line if item and item.start_line else block.start_line
+        end = item.end_line if item and item.end_line else block.end_line
+    if len(out) > 1 and before is not None and before.start_line:
+        start = before.start_line  # the frame's lines too
+    n = cites.cite(doc_id, section.path, section.anchor, start, end, "\n".join(quoted))
+    for x in out:
+        x.citations = [n]
+    return out
