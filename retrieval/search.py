@@ -214,7 +214,7 @@ class SearchService:
                 break
         results = [SearchResult.from_hit(h) for h in current[:wanted]]
         if self.reranker is not None:
-            results = self._rerank(query, results)[:top_k]
+            results = self._rerank(self.reranker, query, results)[:top_k]
         metrics.SEARCH_LATENCY.observe(time.perf_counter() - started)
         return results
 
@@ -262,10 +262,12 @@ class SearchService:
             limit *= 4
         return current
 
-    def _rerank(self, query: str, results: list[SearchResult]) -> list[SearchResult]:
+    def _rerank(self, reranker: Reranker, query: str,
+                results: list[SearchResult]) -> list[SearchResult]:
+        # ``reranker`` is ``self.reranker``, handed over once the caller has seen it is set.
         passages = [embedding_text(r.title, r.heading, r.text) for r in results]
         try:
-            scores = self.reranker.scores(query, passages)  # type: ignore[union-attr]
+            scores = reranker.scores(query, passages)
         except RerankError as e:
             # The fused ranking is still a good answer; a broken reranker must not fail search.
             log.warning("reranking failed, returning the fused ranking: %s", e)
