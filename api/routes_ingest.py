@@ -24,8 +24,13 @@ router = APIRouter(prefix="/v1/ingest", tags=["ingest"])
 
 
 class DocumentFailure(ResponseBody):
+    external_id: str = Field(description="The document's id in its source.")
+    error: str
+
+
+class RecordedError(ResponseBody):
     external_id: str | None = Field(description="The document's id in its source; null for "
-                                    "a problem of the run beyond one document.")
+                                    "a problem of the run beyond one document, or a warning.")
     error: str
 
 
@@ -97,7 +102,7 @@ class RunList(ResponseBody):
 
 
 class RunDetail(RunView):
-    errors: list[DocumentFailure] = Field(description="Per document, in the order they "
+    errors: list[RecordedError] = Field(description="Per document, in the order they "
                                           "happened.")
 
 

@@ -61,7 +61,7 @@ class ChatMessage(BaseModel):
             return self.content
         if isinstance(self.content, list):
             return "\n".join(str(p.get("text", "")) for p in self.content
-                             if isinstance(p, dict) and p.get("type") == "text")
+                             if p.get("type") == "text")
         return ""
 
 

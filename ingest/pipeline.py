@@ -108,7 +108,7 @@ class RunReport:
     status: str  # succeeded | partial (some documents failed) | failed | interrupted
     counts: RunCounts
     seconds: float
-    errors: list[tuple[str | None, str]] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)  # (external id, error)
     message: str | None = None
     # Problems of the run beyond one document (a space that cannot be listed), and warnings
     # that do not make it partial.

@@ -19,7 +19,7 @@ import logging
 import time
 from collections import OrderedDict
 from threading import Lock
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -79,7 +79,7 @@ class SearchResult(Passage):
     anchor: str | None = None
     service: str | None = None
     tags: list[str] = Field(default_factory=list)
-    metadata: dict = Field(
+    metadata: dict[str, Any] = Field(
         default_factory=dict,
         description="What the source knows: repository, language, last commit, breadcrumb...",
     )
@@ -276,7 +276,8 @@ class SearchService:
             r.score = round(float(score), 6)
         return sorted(results, key=lambda r: -r.score)
 
-    def _hybrid(self, index, query, index_filter, limit, fusion) -> list[VectorHit]:
+    def _hybrid(self, index: VectorIndex, query: str, index_filter: IndexFilter, limit: int,
+                fusion: FusionConfig) -> list[VectorHit]:
         # Each list goes deeper than the page: a chunk ranked 30th by both methods can belong
         # in the fused top 10. The permission filter is inside both queries.
         depth = max(self.prefetch, limit)
