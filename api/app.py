@@ -7,11 +7,13 @@ import secrets
 import threading
 import time
 from contextlib import asynccontextmanager
+from typing import Literal
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import Field
 
 from citewise import __version__, metrics
 from citewise.api import (
@@ -40,8 +42,9 @@ from citewise.api.http_protocol import with_header_timeout
 from citewise.api.ingest_metrics import catalog_metrics
 from citewise.api.mcp import http_server
 from citewise.api.middleware import BodyLimit, send_problem
-from citewise.api.openapi import PROBLEM_RESPONSES, describe_security
+from citewise.api.openapi import EVERY, describe_refusals, describe_security
 from citewise.api.reload import ConfigReloader
+from citewise.api.schemas import ResponseBody
 from citewise.errors import CitewiseError, ConfigError
 from citewise.ingest.consistency import check
 from citewise.settings import Settings
@@ -85,18 +88,16 @@ def uvicorn_options(settings: Settings) -> dict:
     }
 
 
-def _describe_security(app: FastAPI) -> None:
-    """The OpenAPI document with how callers authenticate: the front door's rules decide which
-    operations need a credential and which scope (one definition, ``frontdoor.RULES``)."""
+def _describe_front_door(app: FastAPI) -> None:
+    """The OpenAPI document with how callers authenticate and what the front door refuses: its
+    rules decide which operations need a credential and which scope, and which draw on rate
+    limits (one definition, ``frontdoor.RULES``)."""
     build = app.openapi
-
-    def scope_for(method: str, path: str) -> tuple[bool, str | None]:
-        rule = rule_for(method, path)
-        return rule is not None, rule.scope if rule else None
 
     def openapi() -> dict:
         if app.openapi_schema is None:
-            app.openapi_schema = describe_security(build(), scope_for)
+            app.openapi_schema = describe_refusals(describe_security(build(), rule_for),
+                                                   rule_for)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
@@ -153,7 +154,7 @@ def create_app(
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
-        responses=PROBLEM_RESPONSES,
+        responses=EVERY,
         # Served by routes_docs from a package's files: FastAPI's would load from a CDN.
         docs_url=None,
         redoc_url=None,
@@ -162,7 +163,7 @@ def create_app(
     app.state.door = None
     app.state.answering = None
     app.state.reloader = None
-    _describe_security(app)
+    _describe_front_door(app)
     app.state.operator_token = token
     if services is not None:
         open_door(app)
@@ -210,7 +211,8 @@ def create_app(
     app.state.mcp_app = None
     app.mount("/mcp", _McpMount(app), name="mcp")
 
-    @app.get("/healthz", tags=["ops"], summary="Liveness, and for admins the index's state")
+    @app.get("/healthz", tags=["ops"], summary="Liveness, and for admins the index's state",
+             response_model=Health, response_model_exclude_unset=True)
     def healthz(request: Request) -> dict:
         """Anyone gets ``status``; admins (an admin key or group, or this machine in local
         mode) also get the counts, which say how much restricted content exists."""
@@ -243,6 +245,39 @@ def create_app(
         return Response(generate_latest() + ingest, media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+class ProviderHealth(ResponseBody):
+    """A model provider of the gateway, and its circuit breaker."""
+
+    name: str
+    model: str
+    state: str = Field(description="The breaker: closed (calls go through), open (skipped "
+                       "until retry_in_s) or half_open (one trial call).")
+    consecutive_failures: int
+    retry_in_s: float
+
+
+class LlmHealth(ResponseBody):
+    providers: list[ProviderHealth] = Field(description="In the order they are tried.")
+
+
+class Health(ResponseBody):
+    """Liveness for anyone (only ``status``); the rest for admins (counts say how much
+    restricted content exists)."""
+
+    status: Literal["ok", "degraded"]
+    problem: str | None = Field(default=None, description="What is wrong, when degraded.")
+    version: str | None = None
+    index: str | None = Field(default=None, description="embedded or server.")
+    blob_store: str | None = Field(default=None, description="local or s3.")
+    answers: Literal["llm", "extractive"] | None = None
+    llm: LlmHealth | None = Field(default=None, description="With model providers.")
+    identity: list[str] | None = Field(default=None, description="How callers may sign in.")
+    documents: int | None = None
+    chunks: int | None = None
+    points: int | None = None
+    open_swaps: int | None = None
 
 
 class _McpMount:

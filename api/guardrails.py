@@ -5,7 +5,7 @@ Each policy has a kind, an action and a scope (routes, and for passages, sources
 * ``injection``: passages that carry instructions aimed at the model (``index/injection.py``).
   ``redact`` drops them from what answers read, ``flag`` keeps them fenced as data and records
   it, ``block`` refuses an answer whose evidence holds one. Ingest records flagged chunks per
-  document (``metadata.injection_chunks``).
+  document (``DocumentRecord.injection_chunks``).
 * ``secrets``: credentials in an answer or its quotes, found by the same detectors as ingest
   (``ingest/redact.py``), are replaced by ``[REDACTED:kind]`` (``redact``) or refuse the answer.
 * ``pii``: email addresses, phone numbers (the ``phonenumbers`` library) and card numbers (with

@@ -75,8 +75,10 @@ class InProcess:
 
     def document(self, document_id: str, content: bool) -> dict:
         self._need("search")
+        # Unset fields left out, as GET /v1/documents/{id} (what ``OverHTTP`` reads) does.
         return self.services.library.document(document_id, self.caller.identity,
-                                              include_content=content).model_dump()
+                                              include_content=content).model_dump(
+            exclude_unset=True)
 
     def sources(self) -> list[dict]:
         self._need("search")

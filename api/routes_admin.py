@@ -5,14 +5,15 @@ included."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from citewise.api.auth import caller
 from citewise.api.identity.caller import Caller
-from citewise.api.openapi import problem_response
+from citewise.api.openapi import problems
+from citewise.api.schemas import ResponseBody
 from citewise.errors import InvalidRequestError
 
 router = APIRouter(prefix="/v1", tags=["admin"])
@@ -37,6 +38,75 @@ class KeyRequest(BaseModel):
         default_factory=dict, description="Own limits, e.g. {\"answer_per_minute\": 600}.")
 
 
+class ApiKeyView(ResponseBody):
+    """An API key as ``GET /v1/keys`` shows it: everything but its secret's hash."""
+
+    name: str
+    id: str = Field(description="The key's id, the middle of its secret: `cw_<id>_...`.")
+    scopes: list[Literal["search", "answer", "ingest", "admin"]]
+    principal: str | None = Field(description="user:<id> or group:<name> the key acts as.")
+    assert_identity: bool
+    shares_conversations: bool
+    limits: dict[str, int] = Field(description="Its own limits, e.g. "
+                                   "{\"answer_per_minute\": 600}.")
+    status: Literal["active", "revoked", "expired"]
+    created_at: str
+    created_by: str | None
+    expires_at: str | None
+    revoked_at: str | None
+    last_used_at: str | None
+
+
+class ApiKeyList(ResponseBody):
+    keys: list[ApiKeyView]
+
+
+class NewApiKey(ApiKeyView):
+    secret: str = Field(description="The key itself (`cw_...`): shown this once, never stored.")
+
+
+class UsageRow(ResponseBody):
+    """One group's figures. The group is named by the one field ``group_by`` chose."""
+
+    principal: str | None = Field(default=None, description="With group_by=principal.")
+    key: str | None = Field(default=None, description="With group_by=key (null: no key).")
+    route: str | None = Field(default=None, description="With group_by=route.")
+    day: str | None = Field(default=None, description="With group_by=day (YYYY-MM-DD).")
+    requests: int
+    errors: int = Field(description="Answered with a status of 400 or more.")
+    denied: int = Field(description="Refused with 401, 403 or 429.")
+    mean_latency_ms: float
+    results: int
+    tokens_in: int
+    tokens_out: int
+    cost: float
+    cache_hits: int
+    saved_tokens: int = Field(description="Model tokens the answer cache saved.")
+
+
+class UsageReport(ResponseBody):
+    since: str
+    group_by: Literal["principal", "key", "route", "day"]
+    rows: list[UsageRow]
+
+
+class AuditEntry(ResponseBody):
+    id: int
+    at: str
+    actor: str
+    key: str | None
+    action: str = Field(examples=["key.create"])
+    target: str | None
+    outcome: str = Field(examples=["ok", "denied"])
+    detail: dict[str, Any]
+    client: str | None
+    request_id: str | None
+
+
+class AuditLog(ResponseBody):
+    entries: list[AuditEntry]
+
+
 def _audit(request: Request, who: Caller, action: str, target: str | None = None,
            detail: dict | None = None) -> None:
     request.app.state.door.audit.record(
@@ -45,15 +115,15 @@ def _audit(request: Request, who: Caller, action: str, target: str | None = None
         request_id=request.state.request_id)
 
 
-@router.get("/keys", summary="API keys (never their secrets)")
+@router.get("/keys", response_model=ApiKeyList, summary="API keys (never their secrets)")
 def list_keys(request: Request, who: Annotated[Caller, Depends(caller)]) -> dict:
     _audit(request, who, "keys.list")
     return {"keys": [k.public() for k in request.app.state.door.keys.list()]}
 
 
-@router.post("/keys", status_code=201, summary="Create an API key; its secret is shown once",
-             responses={409: problem_response("A key of that name exists (names are never "
-                                              "reused).")})
+@router.post("/keys", status_code=201, response_model=NewApiKey,
+             summary="Create an API key; its secret is shown once",
+             responses=problems({409: "A key of that name exists (names are never reused)."}))
 def create_key(body: KeyRequest, request: Request,
                who: Annotated[Caller, Depends(caller)]) -> dict:
     key, secret = request.app.state.door.keys.create(
@@ -69,7 +139,9 @@ def create_key(body: KeyRequest, request: Request,
     return {**key.public(), "secret": secret}
 
 
-@router.delete("/keys/{name}", summary="Revoke an API key (at once, for good)")
+@router.delete("/keys/{name}", response_model=ApiKeyView,
+               summary="Revoke an API key (at once, for good)",
+               responses=problems({404: "No key of that name."}))
 def revoke_key(name: Annotated[str, Path(max_length=64)], request: Request,
                who: Annotated[Caller, Depends(caller)]) -> dict:
     key = request.app.state.door.keys.revoke(name)
@@ -95,7 +167,8 @@ def parse_since(text: str | None, default: timedelta = timedelta(days=7)) -> dat
     return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
-@router.get("/usage", summary="Who used what: requests, errors, results, tokens and cost")
+@router.get("/usage", response_model=UsageReport, response_model_exclude_unset=True,
+            summary="Who used what: requests, errors, results, tokens and cost")
 def usage(
     request: Request,
     who: Annotated[Caller, Depends(caller)],
@@ -111,7 +184,7 @@ def usage(
     return {"since": start.isoformat(timespec="seconds"), "group_by": group_by, "rows": rows}
 
 
-@router.get("/audit", summary="The audit log, newest first")
+@router.get("/audit", response_model=AuditLog, summary="The audit log, newest first")
 def audit(
     request: Request,
     who: Annotated[Caller, Depends(caller)],
@@ -147,9 +220,8 @@ class ReloadAnswer(BaseModel):
 
 
 @router.post("/admin/reload", summary="Reload the config file: sources, schedule, guardrails",
-             responses={422: problem_response("The config file is invalid (the problem says "
-                                              "what is wrong); the server keeps the config it "
-                                              "has.")})
+             responses=problems({422: "The config file is invalid (the problem says what "
+                                      "is wrong); the server keeps the config it has."}))
 def reload_config(request: Request, who: Annotated[Caller, Depends(caller)]) -> ReloadAnswer:
     """Reads the config file again, as `kill -HUP <pid>` of the server does. The declared
     sources, the `[schedule]` and the `[[guardrails]]` apply to the requests after this one

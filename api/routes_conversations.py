@@ -16,8 +16,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from citewise.api.auth import caller
 from citewise.api.conversations import Viewer
 from citewise.api.identity.caller import Caller
+from citewise.api.openapi import problems
+from citewise.api.schemas import ResponseBody
+from citewise.retrieval.answering import Answer
 
 router = APIRouter(prefix="/v1", tags=["conversations"])
+
+# Anyone but its owner gets this too, exactly as for a conversation that never existed.
+NO_CONVERSATION = problems({404: "No such conversation of the caller's (another's, or one "
+                                 "that ended after a while without questions)."})
 
 CONVERSATION_ID = r"^[0-9a-f]{32}$"
 
@@ -32,7 +39,49 @@ class FeedbackRequest(BaseModel):
                                        description="The [n] that points at the wrong place.")
 
 
-@router.get("/conversations", summary="Your conversations")
+class ConversationSummary(ResponseBody):
+    id: str
+    title: str = Field(description="Its first question.")
+    created_at: str
+    updated_at: str
+    turns: int
+
+
+class ConversationList(ResponseBody):
+    conversations: list[ConversationSummary]
+
+
+class TurnView(ResponseBody):
+    answer_id: str
+    turn: int
+    question: str = Field(description="As asked.")
+    standalone_question: str = Field(description="As searched: a follow-up rewritten to "
+                                     "stand alone.")
+    created_at: str
+    answer: Answer
+    withheld: bool = Field(description="It cites a document the caller may no longer read: "
+                           "its answer text is not shown.")
+    withheld_reason: str | None = Field(default=None, description="Only when withheld.")
+
+
+class ConversationView(ResponseBody):
+    id: str
+    owner: str
+    title: str
+    created_at: str
+    updated_at: str
+    turns: list[TurnView]
+
+
+class FeedbackView(ResponseBody):
+    answer_id: str
+    helpful: bool
+    comment: str | None
+    wrong_citation: int | None
+    created_at: str
+
+
+@router.get("/conversations", response_model=ConversationList, summary="Your conversations")
 def list_conversations(request: Request, who: Annotated[Caller, Depends(caller)],
                        limit: Annotated[int, Query(ge=1, le=200)] = 50) -> dict:
     """The caller's live conversations, most recent first."""
@@ -40,7 +89,10 @@ def list_conversations(request: Request, who: Annotated[Caller, Depends(caller)]
                                                                            limit)}
 
 
-@router.get("/conversations/{conversation_id}", summary="One conversation with its turns")
+# Unset fields are left out: a turn that is not withheld has no withheld_reason.
+@router.get("/conversations/{conversation_id}", response_model=ConversationView,
+            response_model_exclude_unset=True, summary="One conversation with its turns",
+            responses=NO_CONVERSATION)
 def get_conversation(request: Request, who: Annotated[Caller, Depends(caller)],
                      conversation_id: Annotated[str, Path(pattern=CONVERSATION_ID)]) -> dict:
     """Each turn: the question as asked, as searched, and the answer with its citations; a turn
@@ -49,7 +101,7 @@ def get_conversation(request: Request, who: Annotated[Caller, Depends(caller)],
 
 
 @router.delete("/conversations/{conversation_id}", status_code=204,
-               summary="Forget a conversation")
+               summary="Forget a conversation", responses=NO_CONVERSATION)
 def delete_conversation(request: Request, who: Annotated[Caller, Depends(caller)],
                         conversation_id: Annotated[str, Path(pattern=CONVERSATION_ID)]
                         ) -> Response:
@@ -57,7 +109,9 @@ def delete_conversation(request: Request, who: Annotated[Caller, Depends(caller)
     return Response(status_code=204)
 
 
-@router.post("/answers/{answer_id}/feedback", status_code=201, summary="Feedback on an answer")
+@router.post("/answers/{answer_id}/feedback", status_code=201, response_model=FeedbackView,
+             summary="Feedback on an answer",
+             responses=problems({404: "No such answer of the caller's."}))
 def feedback(answer_id: Annotated[str, Path(pattern=CONVERSATION_ID)], body: FeedbackRequest,
              request: Request, who: Annotated[Caller, Depends(caller)]) -> dict:
     """Helpful or not, with a comment and the citation that was wrong; kept with the question,

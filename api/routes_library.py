@@ -7,10 +7,16 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 
 from citewise.api.auth import identity, is_admin
+from citewise.api.openapi import problems
+from citewise.api.schemas import ResponseBody
 from citewise.retrieval.library import DocumentView, SourceView
 from citewise.types import Identity
 
 router = APIRouter(prefix="/v1", tags=["library"])
+
+
+class SourceList(ResponseBody):
+    sources: list[SourceView]
 
 
 @router.get(
@@ -18,6 +24,11 @@ router = APIRouter(prefix="/v1", tags=["library"])
     summary="One document with its chunks",
     response_model=DocumentView,
     response_model_exclude_unset=True,
+    responses=problems({
+        404: "No document of that id that the caller may read (a restricted one is not "
+             "found either).",
+        500: "With include_content=true: the document's stored copy is missing from the blob "
+             "store (ingest its source again with --force)."}),
 )
 def get_document(
     document_id: str,
@@ -34,10 +45,10 @@ def get_document(
     return document
 
 
-@router.get("/sources", summary="Sources and what they hold")
+@router.get("/sources", response_model=SourceList, summary="Sources and what they hold")
 def list_sources(
     request: Request, who: Annotated[Identity, Depends(identity)]
-) -> dict[str, list[SourceView]]:
+) -> SourceList:
     """Sources holding documents the caller may read, with counts of only those. Admins also
     see the others (declared, not yet ingested, or holding nothing they may read), and the
     last run's figures (which count every document, readable or not)."""
@@ -46,4 +57,4 @@ def list_sources(
     if not is_admin(request):
         for source in sources:
             source.last_run = None
-    return {"sources": sources}
+    return SourceList(sources=sources)

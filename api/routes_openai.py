@@ -26,7 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from citewise.api.answering import Asker, Carried, Question
 from citewise.api.auth import identity
-from citewise.api.routes_query import uses_cache
+from citewise.api.openapi import problems
+from citewise.api.routes_query import ANSWER_PROBLEMS, uses_cache
 from citewise.api.sse import (
     error_problem,
     event_response,
@@ -60,7 +61,7 @@ class ChatMessage(BaseModel):
             return self.content
         if isinstance(self.content, list):
             return "\n".join(str(p.get("text", "")) for p in self.content
-                             if isinstance(p, dict) and p.get("type") == "text")
+                             if p.get("type") == "text")
         return ""
 
 
@@ -138,7 +139,8 @@ def list_models(who: Annotated[Identity, Depends(identity)]) -> ModelList:
 
 
 @router.get("/models/{model_id}", response_model=ModelCard, summary="One model (OpenAI "
-            "protocol)")
+            "protocol)", responses=problems({404: "Not a model served here (the one model "
+                                                  "is `citewise`)."}))
 def get_model(model_id: str, who: Annotated[Identity, Depends(identity)]) -> ModelCard:
     if model_id != MODEL_ID:
         raise NotFoundError(f"model '{model_id}' is not served here",
@@ -214,7 +216,8 @@ STREAM_DOC = {"description": "With `stream: true`: `chat.completion.chunk` event
 
 @router.post("/chat/completions", response_model=ChatCompletion,
              summary="Chat completion (OpenAI protocol)",
-             responses={200: STREAM_DOC})
+             responses={200: STREAM_DOC, **ANSWER_PROBLEMS,
+                        **problems({404: "Not a model served here (ask for `citewise`)."})})
 def chat_completions(body: ChatCompletionRequest, request: Request):
     """Answers the last user message from the knowledge base, with citations as numbered
     Markdown links and as a `citations` field. Streams when `stream` is true."""

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from citewise.api.answering import Asker, Question
 from citewise.api.auth import identity
-from citewise.api.openapi import problem_response
+from citewise.api.openapi import problems
 from citewise.api.schemas import (
     AnswerRequest,
     AnswerResponse,
@@ -93,6 +93,15 @@ STREAM_DOC = {
 }
 
 
+# What a question may be refused with besides the front door's refusals (the OpenAI door's
+# too).
+ANSWER_PROBLEMS = problems({
+    403: "The caller lacks the answer scope, or a guardrail policy refused the question or "
+         "its answer.",
+    404: "No such conversation (or one that is not the caller's, or has expired).",
+    409: "The conversation holds as many turns as one may (CITEWISE_CONVERSATION_MAX_TURNS)."})
+
+
 def wants_events(request: Request, stream: bool) -> bool:
     return stream or "text/event-stream" in request.headers.get("accept", "")
 
@@ -104,10 +113,7 @@ def uses_cache(request: Request) -> bool:
 
 
 @router.post("/answer", response_model=AnswerResponse, summary="Cited answer",
-             responses={200: STREAM_DOC, 404: problem_response(
-                 "No such conversation (or one that is not the caller's, or has expired)."),
-                 403: problem_response("The caller lacks the answer scope, or a guardrail "
-                                       "policy refused the question or its answer.")})
+             responses={200: STREAM_DOC, **ANSWER_PROBLEMS})
 def answer(body: AnswerRequest, request: Request, response: Response):
     """An answer whose every sentence carries `[n]` markers resolving to `citations`.
 

@@ -115,3 +115,11 @@ class IngestRequest(BaseModel):
         if v is not None and "\0" in v:
             raise ValueError("the path contains a NUL byte")
         return v
+
+
+class ResponseBody(BaseModel):
+    """A response body the route builds from a service's dict or record. Every key the
+    service returns must be a field: the response model would silently drop one that is not,
+    so an unknown key fails the response (a 500 in tests) instead."""
+
+    model_config = ConfigDict(extra="forbid")

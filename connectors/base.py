@@ -1,7 +1,9 @@
 """The connector contract: small capabilities, not one fat base class.
 
 A connector knows one kind of source and produces ``SourceDocument``s; it knows nothing of
-chunks, vectors or storage. The pipeline uses one of two capabilities:
+chunks, vectors or storage. A connector that a config file can name is ``Configurable``: the
+registry builds it from the source's settings (``from_options``). The pipeline uses one of two
+capabilities:
 
 * **load** (a folder): ``load()`` yields every document the source admits, in batches (never
   one big list), so memory stays flat. After a complete load the pipeline deletes the catalog
@@ -21,7 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol, runtime_checkable
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 from citewise.errors import ConfigError
 from citewise.types import SourceDocument
@@ -116,3 +119,30 @@ class SyncConnector(Protocol):
     source_type: ClassVar[str]
 
     def sync(self, request: SyncRequest, batch_size: int = 32) -> Iterator[SyncBatch]: ...
+
+
+class Configurable(Protocol):
+    """A connector a config file names (``type = "folder"``): the registry builds it from the
+    source's settings. Connectors made in code (the reindex's ``StoredDocuments``, a test's
+    fake source) need not be."""
+
+    source_type: ClassVar[str]
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any], readers: list[str] | None, *,
+                     data_dir: Path | None = None) -> Self:
+        """The connector of a source whose settings are ``options`` (the source's entry less
+        ``name``, ``type``, ``readers`` and ``schedule``). ``readers``: the source's, or the
+        server's default; ``None`` when neither is set, which a connector whose documents take
+        the source's readers refuses (``required_readers``). ``data_dir``: where it may keep
+        working files (a git clone). Raises ``SourceError`` or ``ConfigError`` for settings
+        it does not take, naming them."""
+        ...
+
+
+class ConfigurableLoad(LoadConnector, Configurable, Protocol):
+    """A loading connector the registry builds (a folder, a BEIR corpus)."""
+
+
+class ConfigurableSync(SyncConnector, Configurable, Protocol):
+    """A syncing connector the registry builds (git, Confluence)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from citewise.errors import SourceError
 from citewise.types import PUBLIC, SourceDocument, normalise_readers
@@ -29,7 +29,7 @@ class BeirCorpusConnector:
 
     @classmethod
     def from_options(
-        cls, options: dict, readers: list[str], *, data_dir: Path | None = None
+        cls, options: dict[str, Any], readers: list[str] | None, *, data_dir: Path | None = None
     ) -> BeirCorpusConnector:
         unknown = set(options) - {"path"}
         if "path" not in options or unknown:

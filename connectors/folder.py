@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from citewise.connectors.access import (
     AccessDeclarationError,
@@ -76,7 +76,7 @@ class FolderConnector:
 
     @classmethod
     def from_options(
-        cls, options: dict, readers: list[str] | None, *, data_dir: Path | None = None
+        cls, options: dict[str, Any], readers: list[str] | None, *, data_dir: Path | None = None
     ) -> FolderConnector:
         if "path" not in options:
             raise SourceError("a folder source needs a 'path' setting")

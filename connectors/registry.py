@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from citewise.connectors.base import ConfigurableLoad, ConfigurableSync
 from citewise.connectors.beir import BeirCorpusConnector
 from citewise.connectors.confluence import ConfluenceConnector
 from citewise.connectors.folder import FolderConnector
@@ -11,7 +12,7 @@ from citewise.connectors.git import GitConnector
 from citewise.errors import ConfigError
 from citewise.settings import SourceConfig
 
-CONNECTOR_TYPES = {
+CONNECTOR_TYPES: dict[str, type[ConfigurableLoad] | type[ConfigurableSync]] = {
     FolderConnector.source_type: FolderConnector,
     BeirCorpusConnector.source_type: BeirCorpusConnector,
     GitConnector.source_type: GitConnector,
@@ -19,7 +20,8 @@ CONNECTOR_TYPES = {
 }
 
 
-def build_connector(source: SourceConfig, *, data_dir: Path | None = None):
+def build_connector(source: SourceConfig, *, data_dir: Path | None = None
+                    ) -> ConfigurableLoad | ConfigurableSync:
     """The source's connector. ``data_dir`` is where a connector may keep working files
     (a git clone); connectors that keep none ignore it. ``source.readers`` may be None: a
     connector that needs default readers (folder, git) refuses to start without them."""

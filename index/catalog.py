@@ -305,6 +305,14 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE api_keys ADD COLUMN shares_conversations INTEGER NOT NULL DEFAULT 0;
     """,
+    # 12: the chunks ingest found aimed at a model get a column of their own; they were kept in
+    # the connector's metadata (and so in every point's payload), and are moved out of it.
+    """
+    ALTER TABLE documents ADD COLUMN injection_chunks TEXT NOT NULL DEFAULT '[]';
+    UPDATE documents SET injection_chunks = json_extract(metadata, '$.injection_chunks'),
+        metadata = json_remove(metadata, '$.injection_chunks')
+        WHERE json_type(metadata, '$.injection_chunks') = 'array';
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -335,19 +343,27 @@ class DocumentRecord:
     updated_at: str | None = None
     link_template: str | None = None
     body_line_offset: int | None = None  # None: written before it was recorded
+    # The ordinals of the chunks whose text is aimed at a model rather than a reader
+    # (``index/injection.py``), found at ingest: the record of what the injection guardrail
+    # acts on (answers score their passages themselves). Not the connector's ``metadata``.
+    injection_chunks: list[int] = field(default_factory=list)
 
     @classmethod
     def from_row(cls, row: dict) -> DocumentRecord:
         row = dict(row)
-        for key in ("readers", "tags", "metadata"):
-            row[key] = json.loads(row[key]) if row.get(key) else ([] if key != "metadata" else {})
+        for key in _JSON_COLUMNS:
+            row[key] = json.loads(row[key]) if row.get(key) else ({} if key == "metadata" else [])
         return cls(**row)
 
     def to_row(self) -> dict:
         row = asdict(self)
-        for key in ("readers", "tags", "metadata"):
+        for key in _JSON_COLUMNS:
             row[key] = json.dumps(row[key], sort_keys=True, default=str)
         return row
+
+
+# The columns of ``documents`` that hold JSON.
+_JSON_COLUMNS = ("readers", "tags", "metadata", "injection_chunks")
 
 
 @dataclass
@@ -661,7 +677,7 @@ class Catalog:
                     [[row[c] for c in columns] for row in rows])
 
     def update_document_fields(self, doc_id: str, **fields: Any) -> None:
-        for key in ("readers", "tags", "metadata"):
+        for key in _JSON_COLUMNS:
             if key in fields:
                 fields[key] = json.dumps(fields[key], sort_keys=True, default=str)
         self.db["documents"].update(doc_id, fields)

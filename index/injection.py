@@ -10,6 +10,9 @@ according to the guardrail policy.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+
+from citewise.types import Chunk
 
 FLAG_AT = 1.0
 
@@ -36,3 +39,9 @@ def injection_score(text: str) -> float:
 
 def is_injection(text: str) -> bool:
     return injection_score(text) >= FLAG_AT
+
+
+def injected_chunks(chunks: Iterable[Chunk]) -> list[int]:
+    """The ordinals of the chunks aimed at a model: what ingest records for a document
+    (``DocumentRecord.injection_chunks``)."""
+    return [c.ordinal for c in chunks if is_injection(c.text)]

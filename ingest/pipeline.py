@@ -65,7 +65,7 @@ from citewise.index.catalog import (
     now,
 )
 from citewise.index.dense import DenseEncoder, embedding_text
-from citewise.index.injection import is_injection
+from citewise.index.injection import injected_chunks
 from citewise.index.outline import Outline
 from citewise.index.payload import ChunkPayload, DocumentPayload
 from citewise.index.sparse import Bm25Encoder
@@ -108,7 +108,7 @@ class RunReport:
     status: str  # succeeded | partial (some documents failed) | failed | interrupted
     counts: RunCounts
     seconds: float
-    errors: list[tuple[str | None, str]] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)  # (external id, error)
     message: str | None = None
     # Problems of the run beyond one document (a space that cannot be listed), and warnings
     # that do not make it partial.
@@ -135,6 +135,7 @@ class _Prepared:
     previous: DocumentRecord | None
     chunks: list[Chunk]
     outline: Outline | None = None
+    injected: list[int] = field(default_factory=list)  # ordinals of chunks aimed at a model
 
     @property
     def emptied(self) -> bool:
@@ -513,9 +514,8 @@ class IngestPipeline:
             chunks = self.chunkers.for_media_type(doc.media_type).chunk(doc_id, doc)
             # Text aimed at a model rather than a reader (the injection guardrail acts on it
             # at answer time); recorded per chunk, never silently.
-            injected = [c.ordinal for c in chunks if is_injection(c.text)]
+            injected = injected_chunks(chunks)
             if injected:
-                doc.metadata["injection_chunks"] = injected
                 log.warning("%s: chunks %s carry instructions aimed at a model",
                             doc.external_id, injected)
             outline = None
@@ -531,7 +531,7 @@ class IngestPipeline:
             log.exception("unexpected error preparing %s", doc.external_id)
             self._fail(source, report, doc.external_id, f"{type(e).__name__}: {e}")
             return None
-        return _Prepared(doc, doc_id, previous, chunks, outline)
+        return _Prepared(doc, doc_id, previous, chunks, outline, injected)
 
     def _refresh_unchanged(self, doc: SourceDocument, previous: DocumentRecord) -> None:
         if sorted(doc.readers) != sorted(previous.readers):
@@ -629,6 +629,7 @@ class IngestPipeline:
             updated_at=doc.updated_at.astimezone(UTC).isoformat() if doc.updated_at else None,
             link_template=doc.link_template,
             body_line_offset=doc.body_line_offset,
+            injection_chunks=p.injected,
         )
         points = self._points(record, p.chunks, texts, vectors)
         self.swap.write(record, p.chunks, points, doc.content, p.previous, p.outline, on_live)

@@ -8,11 +8,12 @@ as before. ``repair`` would delete those points as strays instead (``consistency
 stops it).
 
 What a point carries, and so what is exact: the document id, version, source, title, path,
-url, link template, readers, tags, service and the connector's metadata; every chunk's text,
-heading, anchor, lines and symbol. Found from the blobs: a document's blob (and so its content
-hash and size) is the blob whose digest gives the document's version under this process's
-index signature (``version = sha256(content_hash | signature)``), which also says whether it
-was chunked as code. What no store holds, and is made up:
+url, link template, readers, tags, service and the connector's metadata; every chunk's text
+(from which the chunks aimed at a model are found again), heading, anchor, lines and symbol.
+Found from the blobs: a document's blob (and so its content hash and size) is the blob whose
+digest gives the document's version under this process's index signature (``version =
+sha256(content_hash | signature)``), which also says whether it was chunked as code. What no
+store holds, and is made up:
 
 * the external id, when neither the path nor a metadata value hashes to the document id;
 * the media type among those chunked alike (Markdown, HTML, text): from the path's suffix;
@@ -39,6 +40,7 @@ from typing import Any
 
 from citewise.connectors.folder import MEDIA_TYPES
 from citewise.index.catalog import DocumentRecord, document_id, now
+from citewise.index.injection import injected_chunks
 from citewise.index.payload import ChunkPayload
 from citewise.ingest.consistency import REREAD
 from citewise.ingest.pipeline import IngestPipeline
@@ -150,6 +152,7 @@ def _record(doc_id: str, version: str, points: list[tuple[str, dict[str, Any]]],
         chunks.append(Chunk(document_id=doc_id, ordinal=p.ordinal, text=p.text,
                             heading=p.heading, anchor=p.anchor, start_line=p.start_line,
                             end_line=p.end_line, symbol=p.symbol))
+    record.injection_chunks = injected_chunks(chunks)
     return record, chunks, exact is not None
 
 

@@ -327,14 +327,13 @@ class StoredDocuments:
             yield [self.document(r) for r in self.records[start:start + batch_size]]
 
     def document(self, record: DocumentRecord) -> SourceDocument:
-        # Everything but the content comes from the catalog, as the source's last run gave it;
-        # the chunks flagged as injections are found again for the new chunks.
-        metadata = {k: v for k, v in record.metadata.items() if k != "injection_chunks"}
+        # Everything but the content comes from the catalog, as the source's last run gave it
+        # (the chunks flagged as injections are found again, among the new chunks).
         doc = SourceDocument(
             external_id=record.external_id, title=record.title, content=b"",
             media_type=record.media_type, path=record.path, url=record.url,
             link_template=record.link_template, readers=list(record.readers),
-            metadata=metadata, tags=list(record.tags),
+            metadata=dict(record.metadata), tags=list(record.tags),
             updated_at=datetime.fromisoformat(record.updated_at) if record.updated_at else None)
         try:
             doc.content = self.blobs.get(record.blob_key)

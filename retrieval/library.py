@@ -49,6 +49,10 @@ class DocumentView(BaseModel):
     content: str | None = Field(
         default=None, description="The stored text, with include_content=true."
     )
+    injection_chunks: list[int] = Field(
+        default_factory=list, description="The chunks (ordinals) whose text is aimed at a "
+        "model rather than a reader, which answers leave out or fence per the injection "
+        "guardrail; only when there are some.")
 
 
 class SourceView(BaseModel):
@@ -94,6 +98,8 @@ class LibraryService:
             chunks=[ChunkView(**{k: c[k] for k in ChunkView.model_fields})
                     for c in self.catalog.chunks_of(doc.id)],
         )
+        if doc.injection_chunks:  # set only then: the route leaves unset fields out
+            view.injection_chunks = list(doc.injection_chunks)
         if include_content:
             assert self.blobs is not None, "a library without blobs lists sources only"
             try:

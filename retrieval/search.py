@@ -19,7 +19,7 @@ import logging
 import time
 from collections import OrderedDict
 from threading import Lock
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -79,7 +79,7 @@ class SearchResult(Passage):
     anchor: str | None = None
     service: str | None = None
     tags: list[str] = Field(default_factory=list)
-    metadata: dict = Field(
+    metadata: dict[str, Any] = Field(
         default_factory=dict,
         description="What the source knows: repository, language, last commit, breadcrumb...",
     )
@@ -218,7 +218,7 @@ class SearchService:
                 break
         results = [SearchResult.from_hit(h) for h in current[:wanted]]
         if self.reranker is not None:
-            results = self._rerank(query, results)[:top_k]
+            results = self._rerank(self.reranker, query, results)[:top_k]
         metrics.SEARCH_LATENCY.observe(time.perf_counter() - started)
         return results
 
@@ -266,10 +266,12 @@ class SearchService:
             limit *= 4
         return current
 
-    def _rerank(self, query: str, results: list[SearchResult]) -> list[SearchResult]:
+    def _rerank(self, reranker: Reranker, query: str,
+                results: list[SearchResult]) -> list[SearchResult]:
+        # ``reranker`` is ``self.reranker``, handed over once the caller has seen it is set.
         passages = [embedding_text(r.title, r.heading, r.text) for r in results]
         try:
-            scores = self.reranker.scores(query, passages)  # type: ignore[union-attr]
+            scores = reranker.scores(query, passages)
         except RerankError as e:
             # The fused ranking is still a good answer; a broken reranker must not fail search.
             log.warning("reranking failed, returning the fused ranking: %s", e)
@@ -278,7 +280,8 @@ class SearchService:
             r.score = round(float(score), 6)
         return sorted(results, key=lambda r: -r.score)
 
-    def _hybrid(self, index, query, index_filter, limit, fusion) -> list[VectorHit]:
+    def _hybrid(self, index: VectorIndex, query: str, index_filter: IndexFilter, limit: int,
+                fusion: FusionConfig) -> list[VectorHit]:
         # Each list goes deeper than the page: a chunk ranked 30th by both methods can belong
         # in the fused top 10. The permission filter is inside both queries.
         depth = max(self.prefetch, limit)

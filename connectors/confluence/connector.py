@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 from zoneinfo import ZoneInfo
 
 import httpx
@@ -140,7 +140,7 @@ class ConfluenceConnector:
 
     @classmethod
     def from_options(
-        cls, options: dict, readers: list[str], *, data_dir: Path | None = None
+        cls, options: dict[str, Any], readers: list[str] | None, *, data_dir: Path | None = None
     ) -> ConfluenceConnector:
         return cls(ConfluenceConfig.from_options(options, readers))
 

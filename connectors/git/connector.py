@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path, PurePosixPath
-from typing import ClassVar
+from typing import Any, ClassVar
 from urllib.parse import quote
 
 from citewise.connectors.base import SyncBatch, SyncRequest, required_readers
@@ -67,7 +67,7 @@ class GitConnector:
         self.repo = Repository(config, Path(data_dir or "data"))
 
     @classmethod
-    def from_options(cls, options: dict, readers: list[str] | None, *,
+    def from_options(cls, options: dict[str, Any], readers: list[str] | None, *,
                      data_dir: Path | None = None) -> GitConnector:
         return cls(GitConfig.from_options(options, readers), data_dir=data_dir)
 

@@ -89,7 +89,11 @@ def test_a_poisoned_runbook_is_flagged_at_ingest_and_kept_from_the_model(tmp_pat
     with serve(tmp_path, kb, provider) as (c, services):
         doc = next(d for d in services.catalog.documents_of_source("kb").values()
                    if d.external_id.endswith("cache-warmup.md"))
-        assert doc.metadata["injection_chunks"]
+        # Recorded on the document, not in its connector's metadata; shown with it.
+        assert doc.injection_chunks and "injection_chunks" not in doc.metadata
+        shown = c.get(f"/v1/documents/{doc.id}").json()
+        assert shown["injection_chunks"] == doc.injection_chunks
+        assert "injection_chunks" not in shown["metadata"]
         body = c.post("/v1/answer", json={"question": WARMUP_Q}).json()
         prompt = provider.requests[-1]["messages"][-1]["content"]
         assert "cachectl warm" in prompt  # the runbook is read...

@@ -62,7 +62,7 @@ def _fuzz(operation, examples: int, check) -> None:
 def test_every_route_keeps_its_documented_promises(api):
     schema, admin = api
     operations = _operations(schema)
-    assert len(operations) >= 12
+    assert len(operations) >= 27  # every operation of the document, none skipped
     for operation in operations:
         _fuzz(operation, 25, lambda case: case.call_and_validate(headers=admin, checks=CHECKS))
 
