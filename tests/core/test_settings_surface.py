@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from citewise.api.settings import Settings
 from citewise.errors import ConfigError
-from citewise.settings import load_settings
 
 HERE = Path("<the config file's folder>")  # replaced by the real folder in each test
 
@@ -165,8 +165,8 @@ SURFACE: list[tuple[str, Any, Any, Any, str, Any]] = [
 NAMES = [row[0] for row in SURFACE]
 
 
-def load(config_file: Path | None = None, **overrides: Any):
-    return load_settings(config_file, **overrides)
+def load(config_file: Path | None = None, **overrides: Any) -> Settings:
+    return Settings.load(config_file, **overrides)
 
 
 def _by_name(settings: BaseModel) -> dict[str, Any]:
@@ -250,6 +250,12 @@ def test_the_config_file_beats_the_defaults_and_the_environment_beats_both(no_se
         monkeypatch.setenv(f"CITEWISE_{name.upper()}", in_env)
     from_env = _by_name(load(config))
     assert {n: from_env[n] for n in NAMES} == {name: read for name, *_, read in SURFACE}
+
+
+def test_a_key_that_names_no_setting_is_ignored(no_settings):
+    config = _config(no_settings, '[settings]\nport = 9001\nnot_a_setting = 1\nserver = "x"\n'
+                                  'index = 3\n')
+    assert _by_name(load(config))["port"] == 9001
 
 
 def test_overrides_beat_the_environment(no_settings, monkeypatch):
