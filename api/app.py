@@ -45,9 +45,10 @@ from citewise.api.middleware import BodyLimit, send_problem
 from citewise.api.openapi import EVERY, describe_refusals, describe_security
 from citewise.api.reload import ConfigReloader
 from citewise.api.schemas import ResponseBody
+from citewise.api.settings import ServerSettings, Settings
 from citewise.errors import CitewiseError, ConfigError
 from citewise.ingest.consistency import check
-from citewise.settings import Settings
+from citewise.settings import comma_separated
 
 log = logging.getLogger("citewise.api")
 FLUSH_INTERVAL = 1.0  # seconds between writes of usage and rate buckets
@@ -71,7 +72,7 @@ Cited answers over your engineering knowledge: runbooks, wiki pages and code.
 """
 
 
-def uvicorn_options(settings: Settings) -> dict:
+def uvicorn_options(settings: ServerSettings) -> dict:
     """uvicorn takes the client's address from the socket; ``X-Forwarded-For`` is read by the
     app itself (``forwarded.ForwardedFor``), from the proxies in ``CITEWISE_TRUSTED_PROXIES``
     only. (uvicorn's own reading believes loopback proxies by default, which would let any
@@ -116,7 +117,7 @@ def create_app(
     reachable from other machines refuses to start without an identity method."""
     owned = services is None
     settings = settings or (services.settings if services is not None else Settings())
-    if settings.api_keys:
+    if settings.identity.api_keys:
         raise ConfigError("CITEWISE_API_KEYS is no longer read: keys live in the catalog",
                           hint="create them with `citewise keys create NAME --scopes ...`")
     token = operator_token or secrets.token_urlsafe(32)
@@ -170,24 +171,25 @@ def create_app(
     problems.install(app)
     # The last one added runs first: CORS preflights, then the front door (request id, who is
     # calling, scopes, rate limits), then the body limit, then the routes.
-    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    server = settings.server
+    app.add_middleware(BodyLimit, max_bytes=server.max_request_bytes)
     app.add_middleware(FrontDoor)
-    origins = settings.csv(settings.cors_origins)
+    origins = comma_separated(server.cors_origins)
     if origins:
         app.add_middleware(
             CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST", "DELETE"],
             allow_headers=["authorization", "content-type", "x-request-id"],
             expose_headers=["x-request-id", "ratelimit", "ratelimit-policy", "retry-after"],
             max_age=600)
-    if settings.trusted_proxies:
+    if server.trusted_proxies:
         try:
-            TrustedProxies(settings.trusted_proxies)  # a bad entry is a start-up error
+            TrustedProxies(server.trusted_proxies)  # a bad entry is a start-up error
         except ValueError as e:
             raise ConfigError(f"CITEWISE_TRUSTED_PROXIES: {e}",
                               hint="comma-separated addresses or networks: 10.0.0.5,"
                                    "10.1.0.0/16") from None
         # Outermost: the front door must see the client's address, not the proxy's.
-        app.add_middleware(ForwardedFor, trusted=settings.trusted_proxies)
+        app.add_middleware(ForwardedFor, trusted=server.trusted_proxies)
 
     @app.middleware("http")
     async def _metrics(request: Request, call_next):
@@ -225,7 +227,7 @@ def create_app(
             "problem": health.problem(),
             "version": __version__,
             "index": s.index_kind,
-            "blob_store": s.settings.blob_store,
+            "blob_store": s.settings.index.blob_store,
             "answers": "llm" if s.gateway is not None else "extractive",
             "llm": {"providers": s.gateway.health()} if s.gateway is not None else None,
             "identity": request.app.state.door.authenticator.methods or ["local"],

@@ -18,18 +18,22 @@ from citewise.api.guardrails import Guardrails
 from citewise.api.identity.authenticate import Authenticator, GroupBounds
 from citewise.api.identity.groups import GroupMap
 from citewise.api.identity.keys import KeyStore
+from citewise.api.identity.settings import IdentitySettings
 from citewise.api.identity.tokens import KeySet, TokenPolicy, TokenVerifier
 from citewise.api.metering.audit import AuditLog
 from citewise.api.metering.buckets import TokenBuckets
 from citewise.api.metering.limits import RateLimiter
 from citewise.api.metering.usage import UsageLog
+from citewise.api.settings import Settings
 from citewise.errors import ConfigError
 from citewise.gateway import Gateway
 from citewise.gateway.provider import ProviderSpec
+from citewise.gateway.settings import GatewaySettings
 from citewise.index.blobs import BlobStore, LocalBlobStore, S3BlobStore
 from citewise.index.catalog import Catalog
 from citewise.index.dense import DenseEncoder, EmbeddingCache, RemoteEmbeddings
 from citewise.index.generations import IndexStore, LiveIndex, ModelChange
+from citewise.index.settings import EmbeddingSettings
 from citewise.index.sparse import Bm25Encoder
 from citewise.index.vector_index import VectorIndex
 from citewise.ingest.jobs import JobQueue
@@ -44,8 +48,9 @@ from citewise.retrieval.fusion import FusionConfig
 from citewise.retrieval.library import DeclaredSource, LibraryService
 from citewise.retrieval.rerank import CrossEncoderReranker, HttpReranker, Reranker
 from citewise.retrieval.search import SearchService
+from citewise.retrieval.settings import RetrievalSettings
 from citewise.retrieval.synonyms import Synonyms
-from citewise.settings import Settings
+from citewise.settings import comma_separated, find_source
 
 log = logging.getLogger("citewise")
 
@@ -68,7 +73,7 @@ class Services:
 
     @property
     def index_kind(self) -> str:
-        return "server" if self.settings.qdrant_url else "embedded"
+        return "server" if self.settings.index.qdrant_url else "embedded"
 
     def close(self) -> None:
         if self.gateway is not None:
@@ -77,45 +82,48 @@ class Services:
         self.catalog.close()
 
 
-def build_remote_embeddings(settings: Settings) -> RemoteEmbeddings | None:
-    """An embeddings API through the model gateway (retries, breaker, metrics), when set."""
-    if not settings.embedding_url:
+def build_remote_embeddings(embedding: EmbeddingSettings,
+                            calls: GatewaySettings) -> RemoteEmbeddings | None:
+    """An embeddings API through the model gateway (retries, breaker, metrics; ``calls``'
+    attempts and breaker), when set."""
+    if not embedding.embedding_url:
         return None
-    if not settings.embedding_model:
+    if not embedding.embedding_model:
         raise ConfigError("CITEWISE_EMBEDDING_URL is set but CITEWISE_EMBEDDING_MODEL is not",
                           hint="name the model the endpoint serves, e.g. BAAI/bge-small-en-v1.5")
-    if settings.embedding_model_path:
+    if embedding.embedding_model_path:
         raise ConfigError("both CITEWISE_EMBEDDING_URL and CITEWISE_EMBEDDING_MODEL_PATH are set",
                           hint="choose the remote model or the local one")
     gateway = Gateway.from_specs(
-        [ProviderSpec(name="embeddings", base_url=settings.embedding_url,
-                      model=settings.embedding_model, api_key=settings.embedding_api_key,
-                      timeout=settings.embedding_timeout,
-                      max_concurrency=settings.embedding_concurrency)],
-        deadline=settings.embedding_timeout * 3, max_attempts=settings.llm_max_attempts,
-        breaker_threshold=settings.llm_breaker_failures,
-        breaker_reset=settings.llm_breaker_reset)
-    return RemoteEmbeddings(model=settings.embedding_model, embed=gateway.embed,
-                            dim=settings.embedding_dim,
-                            concurrency=settings.embedding_concurrency)
+        [ProviderSpec(name="embeddings", base_url=embedding.embedding_url,
+                      model=embedding.embedding_model, api_key=embedding.embedding_api_key,
+                      timeout=embedding.embedding_timeout,
+                      max_concurrency=embedding.embedding_concurrency)],
+        deadline=embedding.embedding_timeout * 3, max_attempts=calls.llm_max_attempts,
+        breaker_threshold=calls.llm_breaker_failures,
+        breaker_reset=calls.llm_breaker_reset)
+    return RemoteEmbeddings(model=embedding.embedding_model, embed=gateway.embed,
+                            dim=embedding.embedding_dim,
+                            concurrency=embedding.embedding_concurrency)
 
 
 def build_dense(settings: Settings) -> DenseEncoder:
     # The loaded model is shared per process (see index.dense); the cache is per data folder.
     return DenseEncoder(
-        settings.embedding_model_path,
-        batch_size=settings.embedding_batch_size,
-        cache=EmbeddingCache(settings.embedding_cache_path),
-        remote=build_remote_embeddings(settings),
+        settings.embedding.embedding_model_path,
+        batch_size=settings.embedding.embedding_batch_size,
+        cache=EmbeddingCache(settings.data.embedding_cache_path),
+        remote=build_remote_embeddings(settings.embedding, settings.gateway),
     )
 
 
-def embedding_source(settings: Settings) -> dict:
+def embedding_source(embedding: EmbeddingSettings) -> dict:
     """Where the configured model comes from, without secrets: what a reindex records so that
     a server started with another model can load this one at the switch."""
-    if settings.embedding_url:
-        return {"url": settings.embedding_url, "model": settings.embedding_model}
-    return {"path": str(settings.embedding_model_path)} if settings.embedding_model_path else {}
+    if embedding.embedding_url:
+        return {"url": embedding.embedding_url, "model": embedding.embedding_model}
+    return {"path": str(embedding.embedding_model_path)} if embedding.embedding_model_path \
+        else {}
 
 
 def model_loader(settings: Settings, dense: DenseEncoder):
@@ -123,13 +131,14 @@ def model_loader(settings: Settings, dense: DenseEncoder):
     other settings (its endpoint key, batch size), made current by adopting it into ``dense``,
     the one encoder every part of the process holds."""
     def load(source: dict) -> ModelChange:
-        changed = settings.model_copy(update={
+        configured = settings.embedding
+        changed = configured.model_copy(update={
             "embedding_url": source.get("url"), "embedding_model": source.get("model"),
             "embedding_model_path": Path(source["path"]) if source.get("path") else None,
-            "embedding_dim": None if source.get("url") != settings.embedding_url
-            else settings.embedding_dim})
+            "embedding_dim": None if source.get("url") != configured.embedding_url
+            else configured.embedding_dim})
         fresh = DenseEncoder(changed.embedding_model_path, batch_size=changed.embedding_batch_size,
-                             remote=build_remote_embeddings(changed))
+                             remote=build_remote_embeddings(changed, settings.gateway))
         fresh.warm_up()  # the weights (or the endpoint) answer before anything waits on them
         fresh.count_tokens("warm up")
         return ModelChange(fresh.model_id, fresh.dim, lambda: dense.adopt(fresh))
@@ -169,15 +178,16 @@ def warn_if_open(data_dir: Path) -> None:
 def build_index_store(settings: Settings, dim: int) -> IndexStore:
     """Where the index generations live: folders beside ``<data dir>/qdrant``, or collections
     named after ``CITEWISE_QDRANT_COLLECTION`` on a Qdrant server."""
-    if settings.qdrant_url:
+    index = settings.index
+    if index.qdrant_url:
         from citewise.index.qdrant_server_index import ServerIndexStore
 
-        return ServerIndexStore.from_url(settings.qdrant_url, settings.qdrant_api_key,
-                                         settings.qdrant_collection, dim,
-                                         timeout=settings.qdrant_timeout)
+        return ServerIndexStore.from_url(index.qdrant_url, index.qdrant_api_key,
+                                         index.qdrant_collection, dim,
+                                         timeout=index.qdrant_timeout)
     from citewise.index.qdrant_edge_index import EdgeIndexStore
 
-    return EdgeIndexStore(settings.qdrant_path, dim)
+    return EdgeIndexStore(settings.data.qdrant_path, dim)
 
 
 def build_reindexer(settings: Settings, services: Services | None = None) -> Reindexer:
@@ -187,69 +197,72 @@ def build_reindexer(settings: Settings, services: Services | None = None) -> Rei
     if services is not None:
         return Reindexer(catalog=services.catalog, blobs=services.blobs, dense=services.dense,
                          sparse=services.sparse, store=services.index.store,
-                         chunk_max_tokens=settings.chunk_max_tokens, data_dir=settings.data_dir,
-                         min_free_bytes=settings.min_free_mb * 2**20,
-                         embedding_source=embedding_source(settings))
+                         chunk_max_tokens=settings.ingest.chunk_max_tokens,
+                         data_dir=settings.data_dir,
+                         min_free_bytes=settings.ingest.min_free_bytes,
+                         embedding_source=embedding_source(settings.embedding))
     private_folder(settings.data_dir)
     dense = build_dense(settings)
-    return Reindexer(catalog=Catalog(settings.catalog_path), blobs=build_blobs(settings),
+    return Reindexer(catalog=Catalog(settings.data.catalog_path), blobs=build_blobs(settings),
                      dense=dense, sparse=Bm25Encoder(),
                      store=build_index_store(settings, dense.dim),
-                     chunk_max_tokens=settings.chunk_max_tokens, data_dir=settings.data_dir,
-                     min_free_bytes=settings.min_free_mb * 2**20,
-                     embedding_source=embedding_source(settings), owned=True)
+                     chunk_max_tokens=settings.ingest.chunk_max_tokens,
+                     data_dir=settings.data_dir, min_free_bytes=settings.ingest.min_free_bytes,
+                     embedding_source=embedding_source(settings.embedding), owned=True)
 
 
 def build_index(settings: Settings, dim: int) -> VectorIndex:
     """The first generation's index where the settings put it (restore checks it is empty)."""
-    if settings.qdrant_url:
+    index = settings.index
+    if index.qdrant_url:
         from citewise.index.qdrant_server_index import ServerVectorIndex
 
         return ServerVectorIndex.from_url(
-            settings.qdrant_url,
-            api_key=settings.qdrant_api_key,
-            collection=settings.qdrant_collection,
+            index.qdrant_url,
+            api_key=index.qdrant_api_key,
+            collection=index.qdrant_collection,
             dim=dim,
-            timeout=settings.qdrant_timeout,
+            timeout=index.qdrant_timeout,
         )
     from citewise.index.qdrant_edge_index import EdgeVectorIndex
 
-    return EdgeVectorIndex(settings.qdrant_path, dim)
+    return EdgeVectorIndex(settings.data.qdrant_path, dim)
 
 
-def build_reranker(settings: Settings) -> Reranker | None:
+def build_reranker(retrieval: RetrievalSettings) -> Reranker | None:
     """A rerank API or a local cross-encoder when configured; none by default."""
-    if settings.rerank_url and settings.rerank_model_path:
+    if retrieval.rerank_url and retrieval.rerank_model_path:
         raise ConfigError(
             "both CITEWISE_RERANK_URL and CITEWISE_RERANK_MODEL_PATH are set",
             hint="choose one reranker",
         )
-    if settings.rerank_url:
-        return HttpReranker(settings.rerank_url, settings.rerank_model,
-                            api_key=settings.rerank_api_key, timeout=settings.rerank_timeout)
-    if settings.rerank_model_path:
-        return CrossEncoderReranker(settings.rerank_model_path)
+    if retrieval.rerank_url:
+        return HttpReranker(retrieval.rerank_url, retrieval.rerank_model,
+                            api_key=retrieval.rerank_api_key, timeout=retrieval.rerank_timeout)
+    if retrieval.rerank_model_path:
+        return CrossEncoderReranker(retrieval.rerank_model_path)
     return None
 
 
 def build_blobs(settings: Settings) -> BlobStore:
-    if settings.blob_store == "s3":
-        if not settings.s3_bucket:
+    index = settings.index
+    if index.blob_store == "s3":
+        if not index.s3_bucket:
             raise ConfigError(
                 "CITEWISE_BLOB_STORE=s3 needs a bucket", hint="set CITEWISE_S3_BUCKET"
             )
         return S3BlobStore(
-            settings.s3_bucket,
-            prefix=settings.s3_prefix,
-            endpoint_url=settings.s3_endpoint_url,
-            region=settings.s3_region,
-            access_key_id=settings.s3_access_key_id,
-            secret_access_key=settings.s3_secret_access_key,
+            index.s3_bucket,
+            prefix=index.s3_prefix,
+            endpoint_url=index.s3_endpoint_url,
+            region=index.s3_region,
+            access_key_id=index.s3_access_key_id,
+            secret_access_key=index.s3_secret_access_key,
         )
-    return LocalBlobStore(settings.blob_dir)
+    return LocalBlobStore(settings.data.blob_dir)
 
 
-def provider_specs(settings: Settings) -> list[ProviderSpec]:
+def provider_specs(settings: GatewaySettings) -> list[ProviderSpec]:
     """The model providers, in the order requests try them: ``[[llm.providers]]``, or the
     one-provider shortcut ``CITEWISE_LLM_BASE_URL`` / ``CITEWISE_LLM_MODEL``."""
     if settings.llm_providers and settings.llm_base_url:
@@ -290,7 +303,7 @@ def provider_specs(settings: Settings) -> list[ProviderSpec]:
     return specs
 
 
-def build_gateway(settings: Settings) -> Gateway | None:
+def build_gateway(settings: GatewaySettings) -> Gateway | None:
     """The model gateway over the configured providers; None = extractive answers only."""
     specs = provider_specs(settings)
     if not specs:
@@ -304,7 +317,7 @@ def build_gateway(settings: Settings) -> Gateway | None:
 def build_services(settings: Settings) -> Services:
     private_folder(settings.data_dir)
     warn_if_open(settings.data_dir)
-    catalog = Catalog(settings.catalog_path)
+    catalog = Catalog(settings.data.catalog_path)
     dense = build_dense(settings)
     check_embedding_model(catalog, dense)
     sparse = Bm25Encoder()
@@ -318,22 +331,24 @@ def build_services(settings: Settings) -> Services:
         blobs=blobs,
         dense=dense,
         sparse=sparse,
-        chunk_max_tokens=settings.chunk_max_tokens,
+        chunk_max_tokens=settings.ingest.chunk_max_tokens,
         work_dir=settings.data_dir,
-        min_free_bytes=settings.min_free_mb * 2**20,
+        min_free_bytes=settings.ingest.min_free_bytes,
     )
+    retrieval = settings.retrieval
     search = SearchService(
-        catalog=catalog, index=index, dense=dense, sparse=sparse, prefetch=settings.search_prefetch,
-        fusion=FusionConfig(settings.search_fusion, settings.search_dense_weight),
-        reranker=build_reranker(settings), rerank_candidates=settings.rerank_candidates,
-        synonyms=Synonyms.from_file(settings.synonyms_file),
+        catalog=catalog, index=index, dense=dense, sparse=sparse,
+        prefetch=retrieval.search_prefetch,
+        fusion=FusionConfig(retrieval.search_fusion, retrieval.search_dense_weight),
+        reranker=build_reranker(retrieval), rerank_candidates=retrieval.rerank_candidates,
+        synonyms=Synonyms.from_file(retrieval.synonyms_file),
     )
-    gateway = build_gateway(settings)
-    cache = SemanticCache(catalog, threshold=settings.answer_cache_threshold,
-                          ttl=settings.answer_cache_ttl, max_entries=settings.answer_cache_size
-                          ) if settings.answer_cache else None
+    gateway = build_gateway(settings.gateway)
+    cache = SemanticCache(catalog, threshold=retrieval.answer_cache_threshold,
+                          ttl=retrieval.answer_cache_ttl, max_entries=retrieval.answer_cache_size
+                          ) if retrieval.answer_cache else None
     answers = AnswerService(
-        search=search, dense=dense, catalog=catalog, min_score=settings.answer_min_score,
+        search=search, dense=dense, catalog=catalog, min_score=retrieval.answer_min_score,
         gateway=gateway, cache=cache,
     )
     return Services(
@@ -349,11 +364,12 @@ def build_services(settings: Settings) -> Services:
         library=LibraryService(
             catalog, blobs, [DeclaredSource(s.name, s.type) for s in settings.sources]
         ),
-        jobs=JobQueue(pipeline, RunLock(settings.run_lock_path)),
+        jobs=JobQueue(pipeline, RunLock(settings.data.run_lock_path)),
         gateway=gateway,
-        conversations=Conversations(catalog, idle=settings.conversation_idle_hours * 3600,
-                                    max_turns=settings.conversation_max_turns),
-        guardrails=Guardrails(settings.guardrails),
+        conversations=Conversations(catalog,
+                                    idle=settings.answering.conversation_idle_hours * 3600,
+                                    max_turns=settings.answering.conversation_max_turns),
+        guardrails=Guardrails(settings.answering.guardrails),
     )
 
 
@@ -364,12 +380,13 @@ def build_scheduler(settings: Settings, services: Services) -> Scheduler:
     source when) is ``settings``'. Building checks every cron expression and the time zone."""
     def submit(names: list[str], trigger: str) -> None:
         current = services.settings  # read once: a reload may swap it meanwhile
-        services.jobs.submit([current.source(n) for n in names], trigger=trigger)
+        services.jobs.submit([find_source(current.sources, n) for n in names], trigger=trigger)
 
+    schedule = settings.ingest
     return Scheduler(
-        plan(settings.schedule_ingest, settings.sources), zone_of(settings.schedule_timezone),
+        plan(schedule.schedule_ingest, settings.sources), zone_of(schedule.schedule_timezone),
         submit=submit, last_run=lambda name: last_run_started(services.catalog, name),
-        catch_up=settings.schedule_catch_up)
+        catch_up=schedule.schedule_catch_up)
 
 
 # The front door ----------------------------------------------------------------------------------
@@ -409,26 +426,27 @@ def build_door(settings: Settings, catalog: Catalog, *, operator_token: str | No
                bind_host: str | None = None) -> Door:
     """The front door for a server bound to ``bind_host``. Fails closed: a server reachable
     from other machines must have a way to tell who is calling."""
+    identity = settings.identity
     keys = KeyStore(catalog)
-    required = settings.require_auth if settings.require_auth is not None \
+    required = identity.require_auth if identity.require_auth is not None \
         else not is_loopback(bind_host)
     authenticator = Authenticator(
         keys=keys,
-        groups=GroupMap(settings.groups),
-        access=build_access_verifier(settings),
-        access_groups_claim=settings.access_groups_claim,
-        oidc=build_oidc_verifier(settings),
-        oidc_user_claim=settings.oidc_user_claim,
-        oidc_groups_claim=settings.oidc_groups_claim,
-        sso_scopes=settings.sso_scopes,
-        admin_groups=settings.csv(settings.admin_groups),
+        groups=GroupMap(identity.groups),
+        access=build_access_verifier(identity),
+        access_groups_claim=identity.access_groups_claim,
+        oidc=build_oidc_verifier(identity),
+        oidc_user_claim=identity.oidc_user_claim,
+        oidc_groups_claim=identity.oidc_groups_claim,
+        sso_scopes=identity.sso_scopes,
+        admin_groups=comma_separated(identity.admin_groups),
         operator_token=operator_token,
         required=required,
-        trust_headers=settings.insecure_trust_identity_headers,
-        group_bounds=GroupBounds(settings.max_asserted_groups, settings.max_group_name),
+        trust_headers=identity.insecure_trust_identity_headers,
+        group_bounds=GroupBounds(identity.max_asserted_groups, identity.max_group_name),
     )
-    if not is_loopback(bind_host) and not settings.insecure_trust_identity_headers:
-        if settings.require_auth is False:
+    if not is_loopback(bind_host) and not identity.insecure_trust_identity_headers:
+        if identity.require_auth is False:
             raise ConfigError(
                 f"CITEWISE_REQUIRE_AUTH=false on {bind_host}, reachable from other machines",
                 hint="configure an identity method, or say that a proxy sets the identity "
@@ -441,8 +459,8 @@ def build_door(settings: Settings, catalog: Catalog, *, operator_token: str | No
                      "CITEWISE_ACCESS_AUD) or OIDC (CITEWISE_OIDC_ISSUER...); behind a proxy "
                      "that sets X-Citewise-User/Groups itself, pass "
                      "--insecure-trust-identity-headers")
-    local_mode = not required and not settings.insecure_trust_identity_headers
-    if local_mode and "*" in settings.csv(settings.trusted_proxies):
+    local_mode = not required and not identity.insecure_trust_identity_headers
+    if local_mode and "*" in comma_separated(settings.server.trusted_proxies):
         # Local mode gives callers on this machine every scope, and with * any caller could
         # reach the server through something that connects from this machine and say so.
         raise ConfigError(
@@ -450,23 +468,23 @@ def build_door(settings: Settings, catalog: Catalog, *, operator_token: str | No
             "whose address is this machine's gets the ingest and admin scopes",
             hint="name the proxies (CITEWISE_TRUSTED_PROXIES=127.0.0.1), or require "
                  "authentication (CITEWISE_REQUIRE_AUTH=true)")
-    if settings.insecure_trust_identity_headers:
+    if identity.insecure_trust_identity_headers:
         log.warning("INSECURE: X-Citewise-User/Groups are believed from every caller "
                     "(--insecure-trust-identity-headers); only safe behind a proxy that sets "
                     "them and that nothing can bypass")
     buckets = TokenBuckets(catalog)
     buckets.load()
     return Door(
-        authenticator=authenticator, keys=keys, limiter=RateLimiter(settings, buckets),
+        authenticator=authenticator, keys=keys, limiter=RateLimiter(settings.metering, buckets),
         buckets=buckets,
-        usage=UsageLog(catalog, raw_days=settings.usage_raw_days,
-                       retention_days=settings.usage_retention_days),
+        usage=UsageLog(catalog, raw_days=settings.metering.usage_raw_days,
+                       retention_days=settings.metering.usage_retention_days),
         audit=AuditLog(catalog),
     )
 
 
-def build_access_verifier(settings: Settings) -> TokenVerifier | None:
-    domain, aud = settings.access_team_domain, settings.csv(settings.access_aud)
+def build_access_verifier(settings: IdentitySettings) -> TokenVerifier | None:
+    domain, aud = settings.access_team_domain, comma_separated(settings.access_aud)
     if not domain and not aud:
         return None
     if not domain or not aud:
@@ -483,13 +501,13 @@ def build_access_verifier(settings: Settings) -> TokenVerifier | None:
                                      settings.jwt_leeway), keys)
 
 
-def build_oidc_verifier(settings: Settings) -> TokenVerifier | None:
+def build_oidc_verifier(settings: IdentitySettings) -> TokenVerifier | None:
     if not settings.oidc_issuer:
         if settings.oidc_audience or settings.oidc_jwks_url or settings.oidc_jwks_file:
             raise ConfigError("OIDC settings are given but CITEWISE_OIDC_ISSUER is not",
                               hint="set the issuer (the iss of the provider's tokens)")
         return None
-    audience = settings.csv(settings.oidc_audience)
+    audience = comma_separated(settings.oidc_audience)
     if not audience:
         raise ConfigError("OIDC needs CITEWISE_OIDC_AUDIENCE (the aud of the tokens)",
                           hint="usually the client id of the application registered for citewise")

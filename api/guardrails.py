@@ -27,11 +27,11 @@ import phonenumbers
 
 from citewise import metrics
 from citewise.api.guarded_stream import TextRelease
+from citewise.api.settings import GuardrailConfig
 from citewise.errors import GuardrailBlocked
 from citewise.ingest.redact import redact_text
 from citewise.retrieval.answering import Answer
 from citewise.retrieval.answering.markdown import blocks_from_markdown
-from citewise.settings import GuardrailConfig
 
 log = logging.getLogger("citewise.api")
 

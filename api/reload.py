@@ -32,23 +32,22 @@ from dataclasses import dataclass, field
 from citewise.api.composition import Services, build_scheduler
 from citewise.api.guardrails import Guardrails
 from citewise.api.metering.audit import AuditLog
+from citewise.api.settings import Settings
 from citewise.connectors.registry import build_connector
 from citewise.errors import CitewiseError, ConfigError, ConfigRefusedError, NotFoundError
 from citewise.ingest.schedule import Scheduler, plan, zone_of
 from citewise.retrieval.library import DeclaredSource
-from citewise.settings import Settings
+from citewise.settings import find_source, table_of
 
 log = logging.getLogger("citewise")
 
-# What a reload changes in a running server. Everything else needs a restart.
+# What a reload changes in a running server, by name. Everything else needs a restart.
 RELOADABLE = ("sources", "guardrails", "schedule_ingest", "schedule_timezone",
               "schedule_catch_up")
 # The config file is the file itself, and the Slack bot's settings are read by `citewise slack`,
 # a process of its own: restarting the server would change nothing for them.
 NOT_THE_SERVERS = ("config_file",)
-NOT_THE_SERVERS_PREFIX = "slack_"
-# Settings kept in tables of the file rather than under [settings].
-TABLE_NAMES = {"groups": "[[groups]]", "llm_providers": "[[llm.providers]]"}
+NOT_THE_SERVERS_PARTS = ("slack",)
 
 
 @dataclass
@@ -166,15 +165,17 @@ class ConfigReloader:
         for name in reloaded.sources_added + reloaded.sources_changed:
             _check_source(new, name)
         guardrails = None
-        if [g.model_dump() for g in new.guardrails] != [g.model_dump() for g in old.guardrails]:
-            guardrails = Guardrails(new.guardrails)
+        new_policies, old_policies = new.answering.guardrails, old.answering.guardrails
+        if [g.model_dump() for g in new_policies] != [g.model_dump() for g in old_policies]:
+            guardrails = Guardrails(new_policies)
             reloaded.guardrails_changed = True
         scheduler = None
         if _plan_of(new) != _plan_of(old):  # parses the new expressions and zone: the check
             reloaded.schedule_changed = True
             if self.scheduler is not None:
                 scheduler = build_scheduler(new, self.services)
-        merged = old.model_copy(update={name: getattr(new, name) for name in RELOADABLE})
+        now = new.named_values()
+        merged = old.replaced(**{name: now[name] for name in RELOADABLE})
         merged._config_stamp = stamp
         return _Swap(settings=merged,
                      declared=[DeclaredSource(s.name, s.type) for s in new.sources],
@@ -196,7 +197,7 @@ class ConfigReloader:
 def _check_source(settings: Settings, name: str) -> None:
     """A new or changed source must at least make its connector (its type and options), as an
     ingest would, before the server takes it: that reads no source."""
-    source = settings.source(name)
+    source = find_source(settings.sources, name)
     try:
         build_connector(source, data_dir=settings.data_dir)
     except (CitewiseError, ValueError, TypeError) as e:  # ValueError: a connector's own
@@ -208,22 +209,23 @@ def _check_source(settings: Settings, name: str) -> None:
 
 
 def _plan_of(settings: Settings) -> tuple:
-    planned = plan(settings.schedule_ingest, settings.sources)
-    zone_of(settings.schedule_timezone)
-    return ([(p.source, p.cron.expression) for p in planned], settings.schedule_timezone,
-            settings.schedule_catch_up)
+    schedule = settings.ingest
+    planned = plan(schedule.schedule_ingest, settings.sources)
+    zone_of(schedule.schedule_timezone)
+    return ([(p.source, p.cron.expression) for p in planned], schedule.schedule_timezone,
+            schedule.schedule_catch_up)
 
 
 def needs_restart(old: Settings, new: Settings) -> list[str]:
     """The settings whose value differs between ``old`` and ``new`` that a reload cannot
     apply, by the name the config file gives them (never their values: some are secrets)."""
+    before, after = old.named_values(), new.named_values()
     out = []
-    for name in type(old).model_fields:
-        if name in RELOADABLE or name in NOT_THE_SERVERS \
-                or name.startswith(NOT_THE_SERVERS_PREFIX):
+    for name, (part, declared) in old.setting_fields().items():
+        if name in RELOADABLE or name in NOT_THE_SERVERS or part in NOT_THE_SERVERS_PARTS:
             continue
-        if getattr(old, name) != getattr(new, name):
-            out.append(TABLE_NAMES.get(name, name))
+        if before[name] != after[name]:
+            out.append(table_of(declared) or name)
     return out
 
 

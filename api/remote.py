@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from citewise.api.auth import OPERATOR_HEADER
+from citewise.api.settings import Settings
 from citewise.errors import CitewiseError, IndexLockedError
-from citewise.settings import Settings
 from citewise_client import (
     KEY_VARIABLE,
     URL_VARIABLE,
@@ -50,22 +50,22 @@ def write_server_file(settings: Settings, host: str, port: int, operator_token: 
     is the proof. It is written to a new file and moved into place, never left readable.
     """
     connect_host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    settings.server_file.parent.mkdir(parents=True, exist_ok=True)
+    settings.data.server_file.parent.mkdir(parents=True, exist_ok=True)
     body = json.dumps({"url": f"http://{connect_host}:{port}", "pid": os.getpid(),
                        "operator_token": operator_token})
-    tmp = settings.server_file.with_suffix(".tmp")
+    tmp = settings.data.server_file.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(body)
     os.chmod(tmp, 0o600)
-    os.replace(tmp, settings.server_file)
+    os.replace(tmp, settings.data.server_file)
 
 
 def remove_server_file(settings: Settings) -> None:
     try:
-        info = json.loads(settings.server_file.read_text())
+        info = json.loads(settings.data.server_file.read_text())
         if info.get("pid") == os.getpid():
-            settings.server_file.unlink()
+            settings.data.server_file.unlink()
     except (OSError, ValueError):
         pass
 
@@ -170,15 +170,15 @@ def named_server(url: str) -> RemoteServer:
 
 def find_server(settings: Settings, locked: IndexLockedError) -> RemoteServer:
     """The server that holds the index, or an error that says exactly what to do."""
-    info = _read(settings.server_file)
+    info = _read(settings.data.server_file)
     if info and info.get("url"):
         server = RemoteServer(info["url"], operator_token=info.get("operator_token"))
         if server.answers():
             return server
         raise IndexLockedError(
             f"the embedded index in {settings.data_dir} is held by another process, and the "
-            f"server recorded in {settings.server_file} ({info['url']}, pid {info.get('pid')}) "
-            "does not answer",
+            f"server recorded in {settings.data.server_file} ({info['url']}, pid "
+            f"{info.get('pid')}) does not answer",
             hint="wait for that process to finish, or stop it, then run this command again",
         )
     raise IndexLockedError(

@@ -119,15 +119,17 @@ def start(body: IngestRequest, request: Request,
     settings = services.settings  # read once: a config reload may swap it meanwhile
     try:
         sources = resolve_sources(
-            settings,
+            settings.sources,
             services.catalog,
+            data_dir=settings.data_dir,
+            default_readers=settings.default_readers,
             path=body.path,
             name=body.name,
             source=body.source,
             all_sources=body.all,
             readers=body.readers,
             # The operator's own CLI may name any folder; other callers only allowed ones.
-            allowed=None if who.method == "operator" else settings.ingest_allowed_paths,
+            allowed=None if who.method == "operator" else settings.ingest.ingest_allowed_paths,
         )
     except NotFoundError as e:
         raise with_stale_config(e, settings) from None

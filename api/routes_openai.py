@@ -281,7 +281,7 @@ def chat_completions(body: ChatCompletionRequest, request: Request):
     gone = threading.Event()  # the client went away: stop, and keep no turn
     return event_response(relay(answering.stream(asker, question, gone), encode,
                                 on_error=on_error, cancelled=gone,
-                                keepalive=request.app.state.services.settings.sse_keepalive))
+                                keepalive=request.app.state.services.settings.server.sse_keepalive))
 
 
 def _error_chunk(problem: dict) -> bytes:

@@ -141,7 +141,7 @@ def answer(body: AnswerRequest, request: Request, response: Response):
 
         return event_response(relay(
             events, encode, on_error=lambda e: sse_bytes("error", error_problem(e)),
-            cancelled=gone, keepalive=request.app.state.services.settings.sse_keepalive))
+            cancelled=gone, keepalive=request.app.state.services.settings.server.sse_keepalive))
     answered = answering.answer(Asker.of(request), question)
     if request.app.state.services.answers.cache is not None:
         response.headers["X-Citewise-Cache"] = "hit" if answered.answer.cached else (

@@ -30,8 +30,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 
 from citewise.api.composition import build_services  # noqa: E402
+from citewise.api.settings import Settings  # noqa: E402
 from citewise.ingest.jobs import run_source  # noqa: E402
-from citewise.settings import load_settings  # noqa: E402
 from citewise.types import Identity  # noqa: E402
 
 THRESHOLDS = (0.85, 0.88, 0.90, 0.92, 0.94, 0.95, 0.96, 0.98)
@@ -50,7 +50,7 @@ def main() -> None:
     golden = [json.loads(line) for line in
               (ROOT / "demo/golden-set.jsonl").read_text().splitlines() if line]
     with tempfile.TemporaryDirectory() as tmp:
-        settings = load_settings(ROOT / "citewise.toml", data_dir=Path(tmp) / "data")
+        settings = Settings.load(ROOT / "citewise.toml", data_dir=Path(tmp) / "data")
         services = build_services(settings)
         for source in settings.sources:
             run_source(services.pipeline, source, trigger="bench")
@@ -62,7 +62,7 @@ def main() -> None:
                         "same_answer_hit_rate": round(sum(s >= t for s in same) / len(same), 3),
                         "false_hits": sum(s >= t for s in different),
                         "different_pairs": len(different)} for t in THRESHOLDS]
-        threshold = settings.answer_cache_threshold
+        threshold = settings.retrieval.answer_cache_threshold
         answers = services.answers
         answers.cache.clear()
         hit_ms, miss_ms, asked, hits = [], [], 0, 0

@@ -37,10 +37,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
 from citewise.api.composition import build_services  # noqa: E402
+from citewise.api.settings import Settings  # noqa: E402
 from citewise.connectors.base import SyncRequest  # noqa: E402
 from citewise.connectors.confluence import ConfluenceConnector  # noqa: E402
 from citewise.connectors.confluence.config import ConfluenceConfig  # noqa: E402
-from citewise.settings import Settings  # noqa: E402
 from tests.fakes.confluence_server import ConfluenceModel, FakeConfluence  # noqa: E402
 
 BODY = """<h2>Overview</h2><p>Service {i} handles {topic} for the {team} team. It runs in

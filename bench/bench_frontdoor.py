@@ -30,8 +30,8 @@ from starlette.routing import Route  # noqa: E402
 from citewise.api.composition import build_door  # noqa: E402
 from citewise.api.frontdoor import FrontDoor  # noqa: E402
 from citewise.api.identity.keys import KeyStore  # noqa: E402
+from citewise.api.settings import Settings  # noqa: E402
 from citewise.index.catalog import Catalog  # noqa: E402
-from citewise.settings import Settings  # noqa: E402
 from tests.fakes.identity_provider import IdentityProvider  # noqa: E402
 
 N = 3000

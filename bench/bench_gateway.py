@@ -46,10 +46,11 @@ import httpx  # noqa: E402
 
 from citewise.api.app import create_app  # noqa: E402
 from citewise.api.composition import build_services  # noqa: E402
+from citewise.api.settings import Settings  # noqa: E402
 from citewise.gateway import Gateway  # noqa: E402
 from citewise.gateway.provider import Provider, ProviderSpec  # noqa: E402
+from citewise.gateway.settings import ProviderConfig  # noqa: E402
 from citewise.ingest.jobs import run_source  # noqa: E402
-from citewise.settings import ProviderConfig, Settings  # noqa: E402
 from tests.fakes.openai_provider import OpenAIProvider, cite_first_passage  # noqa: E402
 from tests.kb import folder_source, make_key, write_kb  # noqa: E402
 from tests.live import LiveServer  # noqa: E402

@@ -44,8 +44,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
 from citewise.api.composition import build_services  # noqa: E402
+from citewise.api.settings import Settings  # noqa: E402
 from citewise.connectors.git import GitConnector  # noqa: E402
-from citewise.settings import Settings  # noqa: E402
 
 _GIT_ENV = {"GIT_AUTHOR_NAME": "Bench", "GIT_AUTHOR_EMAIL": "bench@example.com",
             "GIT_COMMITTER_NAME": "Bench", "GIT_COMMITTER_EMAIL": "bench@example.com",

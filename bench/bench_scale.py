@@ -51,8 +51,8 @@ sys.path.insert(0, str(ROOT))
 
 from citewise.api.composition import build_services  # noqa: E402
 from citewise.api.evaluation.runner import percentile  # noqa: E402
+from citewise.api.settings import Settings  # noqa: E402
 from citewise.ingest.jobs import run_source  # noqa: E402
-from citewise.settings import load_settings  # noqa: E402
 from tests.live import free_port  # noqa: E402
 
 CORPORA = ROOT.parent / "shared" / "corpora"
@@ -73,7 +73,7 @@ def _config(folder: Path, copies: int) -> Path:
 
 
 def _ingest(config: Path) -> dict:
-    settings = load_settings(config)
+    settings = Settings.load(config)
     services = build_services(settings)
     started = time.perf_counter()
     embedded = 0

@@ -68,12 +68,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
 from citewise.api.composition import Services, build_services  # noqa: E402
+from citewise.api.settings import Settings  # noqa: E402
 from citewise.connectors.folder import MEDIA_TYPES  # noqa: E402
 from citewise.index.dense import DenseEncoder, embedding_text  # noqa: E402
 from citewise.ingest.jobs import run_source  # noqa: E402
 from citewise.ingest.parse import warm_up as warm_parser  # noqa: E402
 from citewise.ingest.pipeline import RunReport  # noqa: E402
-from citewise.settings import Settings, SourceConfig  # noqa: E402
+from citewise.settings import SourceConfig  # noqa: E402
 from citewise.types import Identity  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -290,9 +291,8 @@ def chunk_texts(services: Services, sources: list[SourceConfig]) -> list[str]:
 
 
 def bare_embedding(settings: Settings, texts: list[str]) -> dict:
-    encoder = DenseEncoder(
-        settings.embedding_model_path, batch_size=settings.embedding_batch_size, cache=None
-    )
+    encoder = DenseEncoder(settings.embedding.embedding_model_path,
+                           batch_size=settings.embedding.embedding_batch_size, cache=None)
     with Phase() as phase:
         encoder.embed_documents(texts)
     seconds = phase.wall
@@ -551,13 +551,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": {**machine(), "load_avg_start": load_at_start, "load_avg_end": load_average()},
         "corpora": {n: corpus_size(CORPORA / n) for n in names},
         "settings": {
-            "chunk_max_tokens": settings.chunk_max_tokens,
-            "embedding_batch_size": settings.embedding_batch_size,
+            "chunk_max_tokens": settings.ingest.chunk_max_tokens,
+            "embedding_batch_size": settings.embedding.embedding_batch_size,
             "embedding_model": services.dense.model_id,
-            "search_prefetch": settings.search_prefetch,
+            "search_prefetch": settings.retrieval.search_prefetch,
             "index": services.index_kind,
-            "blob_store": settings.blob_store,
-            "llm": bool(settings.llm_base_url),
+            "blob_store": settings.index.blob_store,
+            "llm": bool(settings.gateway.llm_base_url),
         },
         "model_load_seconds": round(model_load, 2),
         "ingest": ingest,

@@ -33,19 +33,21 @@ from citewise.index.blobs import BlobStore, LocalBlobStore, blob_key
 from citewise.index.generations import BUILDING, LIVE
 from citewise.ingest.space import DiskSpace
 from citewise.private_files import make_private, private_folder
-from citewise.settings import Settings
+from citewise.settings import DataFolder
 
 MANIFEST = "manifest.json"
 FORMAT = 1
 
 
-def backup(settings: Settings, blobs: BlobStore, dest: Path) -> dict[str, Any]:
-    """Copy the data folder's state to ``dest`` (which must not exist); the manifest."""
+def backup(data: DataFolder, blobs: BlobStore, dest: Path, *, config_file: Path | None,
+           blob_store: str) -> dict[str, Any]:
+    """Copy the data folder's state to ``dest`` (which must not exist); the manifest. The
+    config file, when there is one, is copied too; ``blob_store`` (its kind) is recorded."""
     if dest.exists() and any(dest.iterdir()):
         raise ConfigError(f"{dest} exists and is not empty",
                           hint="give a new folder for each backup, e.g. backups/$(date +%F)")
-    if not settings.catalog_path.exists():
-        raise ConfigError(f"there is no catalog in {settings.data_dir} to back up",
+    if not data.catalog_path.exists():
+        raise ConfigError(f"there is no catalog in {data.root} to back up",
                           hint="check CITEWISE_DATA_DIR (or --data-dir)")
     partial = dest.with_name(dest.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -53,9 +55,9 @@ def backup(settings: Settings, blobs: BlobStore, dest: Path) -> dict[str, Any]:
     # backup is for the account that owns the data folder only.
     partial.mkdir(parents=True, mode=0o700)
     partial.chmod(0o700)
-    _sqlite_copy(settings.catalog_path, partial / "catalog.db")
-    if settings.embedding_cache_path.exists():
-        _sqlite_copy(settings.embedding_cache_path, partial / "embeddings.db")
+    _sqlite_copy(data.catalog_path, partial / "catalog.db")
+    if data.embedding_cache_path.exists():
+        _sqlite_copy(data.embedding_cache_path, partial / "embeddings.db")
     # The blobs the copied catalog refers to: the same moment as the catalog.
     with sqlite3.connect(partial / "catalog.db") as conn:
         keys = sorted({r[0] for r in conn.execute("SELECT DISTINCT blob_key FROM documents")})
@@ -65,24 +67,24 @@ def backup(settings: Settings, blobs: BlobStore, dest: Path) -> dict[str, Any]:
     missing, size = [], 0
     for key in keys:
         try:
-            data = blobs.get(key)
+            content = blobs.get(key)
         except KeyError:
             missing.append(key)
             continue
         target = partial / "blobs" / key
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        size += len(data)
-    if settings.config_file and Path(settings.config_file).exists():
+        target.write_bytes(content)
+        size += len(content)
+    if config_file and config_file.exists():
         (partial / "config").mkdir()
-        shutil.copy2(settings.config_file, partial / "config" / Path(settings.config_file).name)
+        shutil.copy2(config_file, partial / "config" / config_file.name)
     # Under a loose umask (a library caller) the copies are not private by themselves, and
     # ``copy2`` carries the config file's own mode.
     make_private(partial)
-    manifest = {
+    manifest: dict[str, Any] = {
         "format": FORMAT, "citewise": __version__, "schema": schema,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "data_dir": str(settings.data_dir), "blob_store": settings.blob_store,
+        "data_dir": str(data.root), "blob_store": blob_store,
         "documents": documents, "chunks": chunks, "blobs": len(keys) - len(missing),
         "blob_bytes": size, "missing_blobs": missing,
         "files": {name: _sha256(partial / name) for name in ("catalog.db", "embeddings.db")
@@ -96,9 +98,11 @@ def backup(settings: Settings, blobs: BlobStore, dest: Path) -> dict[str, Any]:
     return manifest
 
 
-def restore(source: Path, settings: Settings, blobs: BlobStore) -> dict[str, Any]:
-    """Put a backup's catalog, embedding cache and blobs into an empty data folder; the
-    manifest. The index is rebuilt afterwards (``repair``), by the caller."""
+def restore(source: Path, data: DataFolder, blobs: BlobStore, *,
+            min_free_bytes: int) -> dict[str, Any]:
+    """Put a backup's catalog, embedding cache and blobs into an empty data folder, keeping
+    ``min_free_bytes`` free on its disk; the manifest. The index is rebuilt afterwards
+    (``repair``), by the caller."""
     manifest_path = source / MANIFEST
     if not manifest_path.exists():
         raise ConfigError(f"{source} is not a citewise backup (no {MANIFEST})",
@@ -112,9 +116,9 @@ def restore(source: Path, settings: Settings, blobs: BlobStore) -> dict[str, Any
         if _sha256(source / name) != digest:
             raise CitewiseError(f"{source / name} is damaged (its checksum differs from the "
                                 "manifest's)", hint="restore from another backup")
-    if settings.catalog_path.exists() or (settings.qdrant_path.exists()
-                                          and any(settings.qdrant_path.iterdir())):
-        raise ConfigError(f"{settings.data_dir} already holds a catalog or an index",
+    if data.catalog_path.exists() or (data.qdrant_path.exists()
+                                      and any(data.qdrant_path.iterdir())):
+        raise ConfigError(f"{data.root} already holds a catalog or an index",
                           hint="restore into a new, empty data folder (--data-dir), then "
                                "point the server at it")
     # A blob store (or, checked by the caller, a Qdrant collection) in use by another
@@ -136,13 +140,13 @@ def restore(source: Path, settings: Settings, blobs: BlobStore) -> dict[str, Any
                 if (source / name).exists())
     if isinstance(blobs, LocalBlobStore):
         needs += sum(path.stat().st_size for path in files)
-    DiskSpace(settings.data_dir, settings.min_free_mb * 2**20).check(
+    DiskSpace(data.root, min_free_bytes).check(
         f"restoring {source}", rerun="`citewise restore`", needs=needs)
-    private_folder(settings.data_dir)
+    private_folder(data.root)
     for path in files:
         blobs.put(path.read_bytes())
-    for name, target in (("embeddings.db", settings.embedding_cache_path),
-                         ("catalog.db", settings.catalog_path)):
+    for name, target in (("embeddings.db", data.embedding_cache_path),
+                         ("catalog.db", data.catalog_path)):
         if (source / name).exists():  # the catalog last: its presence means "restored"
             tmp = target.with_suffix(".restoring")
             shutil.copyfile(source / name, tmp)
@@ -150,7 +154,7 @@ def restore(source: Path, settings: Settings, blobs: BlobStore) -> dict[str, Any
                 _first_generation(tmp)
             tmp.replace(target)
     # The restored folder is as private as the one it was copied from (``private_files``).
-    make_private(settings.data_dir)
+    make_private(data.root)
     return manifest
 
 

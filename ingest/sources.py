@@ -24,7 +24,7 @@ from citewise.errors import (
     NotFoundError,
 )
 from citewise.index.catalog import Catalog
-from citewise.settings import Settings, SourceConfig
+from citewise.settings import SourceConfig, find_source
 from citewise.types import normalise_readers
 
 MAX_PATH_CHARS = 4096
@@ -81,9 +81,11 @@ def ingest_folder(path: str, *, data_dir: Path, allowed: list[Path] | None) -> P
 
 
 def resolve_sources(
-    settings: Settings,
+    declared: list[SourceConfig],
     catalog: Catalog | None,
     *,
+    data_dir: Path,
+    default_readers: list[str] | None,
     path: str | None = None,
     name: str | None = None,
     source: str | None = None,
@@ -91,32 +93,34 @@ def resolve_sources(
     readers: list[str] | None = None,
     allowed: list[Path] | None = None,
 ) -> list[SourceConfig]:
-    """The sources one ingest runs. ``allowed`` as in ``ingest_folder``."""
+    """The sources one ingest runs, of those ``declared`` in the config file or a folder by
+    path (``data_dir`` and ``allowed`` as in ``ingest_folder``; its readers ``readers``, else
+    ``default_readers``)."""
     chosen = sum(bool(x) for x in (path, source, all_sources))
     if chosen != 1:
         raise InvalidRequestError(
             "say what to ingest: a folder PATH, --source NAME or --all (exactly one)"
         )
     if all_sources:
-        if not settings.sources:
+        if not declared:
             # Not a server fault: the request asks for sources this configuration lacks.
             raise NotFoundError(
                 "no sources are declared",
                 hint="add [[sources]] to citewise.toml (or set CITEWISE_CONFIG_FILE)",
             )
-        return list(settings.sources)
+        return list(declared)
     if source:
-        return [settings.source(source)]
-    folder = ingest_folder(path or "", data_dir=settings.data_dir, allowed=allowed)
+        return [find_source(declared, source)]
+    folder = ingest_folder(path or "", data_dir=data_dir, allowed=allowed)
     source_name = name or source_name_for(folder)
-    declared = next((s for s in settings.sources if s.name == source_name), None)
-    if declared is not None:
-        if Path(declared.options().get("path", "")).resolve() != folder:
+    same_name = next((s for s in declared if s.name == source_name), None)
+    if same_name is not None:
+        if Path(same_name.options().get("path", "")).resolve() != folder:
             raise ConflictError(
                 f"source {source_name!r} is declared in the config file with another path",
                 hint="pick another name with --name",
             )
-        return [declared]
+        return [same_name]
     if catalog is not None:
         known = catalog.get_source(source_name)
         if known is not None:
@@ -128,7 +132,7 @@ def resolve_sources(
                     hint="pick another name with --name, or ingest that folder again",
                 )
     try:
-        chosen_readers = normalise_readers(readers) if readers else settings.default_readers
+        chosen_readers = normalise_readers(readers) if readers else default_readers
     except ValueError as e:
         raise InvalidRequestError(f"readers: {e}") from None
     if not chosen_readers:

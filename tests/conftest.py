@@ -16,8 +16,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
 from citewise.api.composition import Services, build_services  # noqa: E402
+from citewise.api.settings import Settings  # noqa: E402
 from citewise.index.dense import DenseEncoder  # noqa: E402
-from citewise.settings import Settings  # noqa: E402
 from tests.kb import write_kb  # noqa: E402
 from tests.live import free_port  # noqa: E402,F401  (re-exported for the tests)
 
@@ -88,11 +88,11 @@ def demo_kb(tmp_path_factory, dense):
 
     Shared by the demo tests and the golden set; they only read it. Yields (services, reports).
     """
+    from citewise.api.settings import Settings
     from citewise.ingest.jobs import run_source
-    from citewise.settings import load_settings
 
     root = Path(__file__).resolve().parents[1]
-    settings = load_settings(root / "citewise.toml",
+    settings = Settings.load(root / "citewise.toml",
                              data_dir=tmp_path_factory.mktemp("demo") / "data")
     services = build_services(settings)
     reports = [run_source(services.pipeline, s, trigger="test") for s in settings.sources]

@@ -134,11 +134,11 @@ def write_site(root: Path) -> Path:
 def ingest_site(root: Path) -> Path:
     """``write_site``, ingested once (services closed again, so a subprocess may open them)."""
     from citewise.api.composition import build_services
+    from citewise.api.settings import Settings
     from citewise.ingest.jobs import run_source
-    from citewise.settings import load_settings
 
     config = write_site(root)
-    settings = load_settings(config)
+    settings = Settings.load(config)
     services = build_services(settings)
     try:
         report = run_source(services.pipeline, settings.sources[0], trigger="test")

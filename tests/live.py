@@ -45,7 +45,7 @@ class LiveServer:
         self.app = app
         self.port = free_port()
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
-                                **uvicorn_options(settings))
+                                **uvicorn_options(settings.server))
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

@@ -25,7 +25,7 @@ def _catalog(obj: Context):
     from citewise.index.catalog import Catalog
 
     try:
-        catalog = Catalog(obj.local_data().catalog_path)
+        catalog = Catalog(obj.local_data().data.catalog_path)
     except CitewiseError as e:
         fail(e)
     try:
@@ -103,7 +103,7 @@ def create(obj: Context, name: str, scopes: str, principal: str | None, assert_i
     # What the key as a whole may do: its own limits, and for a key that names its users the
     # defaults it draws on too (CITEWISE_IDENTITY_KEY_LIMITS), so the operator is not surprised.
     caps = {k: v for k, v in key_limits(key.limits, key.assert_identity,
-                                        identity_key_limits(obj.settings)).items()
+                                        identity_key_limits(obj.settings.metering)).items()
             if v and k.split("_per_")[0] in key.scopes}
     if as_json:
         click.echo(json.dumps({**key.public(), "key_limits": caps, "secret": secret}, indent=2))

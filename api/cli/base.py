@@ -19,10 +19,10 @@ from typing import NoReturn
 import click
 
 from citewise import __version__
+from citewise.api.settings import Settings
 from citewise.errors import CitewiseError, ConfigError, IndexLockedError, RunLockedError
 from citewise.logs import configure_logging
 from citewise.private_files import restrict_umask
-from citewise.settings import Settings, load_settings
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL, EXIT_LOCKED = 0, 1, 2, 3, 4
 
@@ -51,7 +51,7 @@ class Context:
     def __init__(self, config: str | None, data_dir: str | None, verbose: bool,
                  url: str | None = None) -> None:
         overrides = {"data_dir": Path(data_dir)} if data_dir else {}
-        self.settings: Settings = load_settings(config, **overrides)
+        self.settings: Settings = Settings.load(config, **overrides)
         # CITEWISE_URL: a server elsewhere holds the index, and this machine holds none.
         self.url = url or None
         level = "DEBUG" if verbose else self.settings.log_level
@@ -90,7 +90,7 @@ class Context:
         the person meant the server's, and a fresh empty installation here (what `ingest` once
         built silently for a cron on another machine) helps nobody. On the server's own
         machine, where the catalog exists, these commands work as ever."""
-        if self.url and not self.settings.catalog_path.exists():
+        if self.url and not self.settings.data.catalog_path.exists():
             fail(ConfigError(
                 f"CITEWISE_URL is set ({self.url}), and this command works on a data folder on "
                 f"this machine, but {self.settings.data_dir} holds no catalog: refusing to "

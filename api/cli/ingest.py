@@ -100,8 +100,9 @@ def ingest(obj: Context, path, name, source, all_sources, readers, force, as_jso
                                      as_json)
         else:
             sources = resolve_sources(
-                obj.settings, services.catalog, path=path, name=name, source=source,
-                all_sources=all_sources, readers=readers,
+                obj.settings.sources, services.catalog, data_dir=obj.settings.data_dir,
+                default_readers=obj.settings.default_readers, path=path, name=name,
+                source=source, all_sources=all_sources, readers=readers,
             )
             with services.jobs.run_lock.held(f"citewise ingest ({_what(sources)})"):
                 reports = _ingest_local(services, sources, force)

@@ -16,6 +16,7 @@ from citewise.api.cli.base import (
     fail,
     skip_if_locked,
 )
+from citewise.api.settings import Settings
 from citewise.errors import CitewiseError, ConfigError
 
 
@@ -224,8 +225,11 @@ def backup(obj: Context, dest: Path) -> None:
 
     try:
         settings = obj.local_data()
-        with skip_if_locked(), RunLock(settings.run_lock_path).held(f"citewise backup {dest}"):
-            manifest = run_backup(settings, build_blobs(settings), dest)
+        with skip_if_locked(), RunLock(settings.data.run_lock_path).held(
+                f"citewise backup {dest}"):
+            manifest = run_backup(settings.data, build_blobs(settings), dest,
+                                  config_file=settings.config_file,
+                                  blob_store=settings.index.blob_store)
     except CitewiseError as e:
         fail(e)
     click.echo(f"backed up {manifest['documents']} documents, {manifest['chunks']} chunks and "
@@ -260,7 +264,8 @@ def restore(obj: Context, source: Path) -> None:
     obj.local_data()
     try:
         _refuse_a_collection_in_use(obj.settings)
-        manifest = run_restore(source, obj.settings, build_blobs(obj.settings))
+        manifest = run_restore(source, obj.settings.data, build_blobs(obj.settings),
+                               min_free_bytes=obj.settings.ingest.min_free_bytes)
         click.echo(f"restored the catalog and {manifest['blobs']} blobs of {source} "
                    f"(backed up {manifest['created_at']}); rebuilding the index", err=True)
         services = build_services(obj.settings)
@@ -281,11 +286,11 @@ def restore(obj: Context, source: Path) -> None:
     click.secho("consistent: the catalog, the index and the blob store agree", fg="green")
 
 
-def _refuse_a_collection_in_use(settings) -> None:
+def _refuse_a_collection_in_use(settings: Settings) -> None:
     """A Qdrant server's collection that holds points belongs to an installation: the repair
     after the restore would delete its newer points as strays. (An embedded index lives in the
     data folder, which restore already requires to be empty.)"""
-    if not settings.qdrant_url:
+    if not settings.index.qdrant_url:
         return
     from citewise.api.composition import build_dense, build_index, build_index_store
     from citewise.errors import ConfigError
@@ -298,8 +303,8 @@ def _refuse_a_collection_in_use(settings) -> None:
     finally:
         index.close()
     if points:
-        raise ConfigError(f"the Qdrant collection {settings.qdrant_collection!r} already holds "
-                          f"{points} points", hint="restore into a new collection "
+        raise ConfigError(f"the Qdrant collection {settings.index.qdrant_collection!r} already "
+                          f"holds {points} points", hint="restore into a new collection "
                           "(CITEWISE_QDRANT_COLLECTION), then point the server at it")
     # After a `citewise reindex` an installation lives in `<collection>-gN` and the base
     # collection is gone: those are in use just the same.
@@ -310,7 +315,7 @@ def _refuse_a_collection_in_use(settings) -> None:
     finally:
         store.close()
     if generations:
-        raise ConfigError(f"the Qdrant collections of {settings.qdrant_collection!r} include "
+        raise ConfigError(f"the Qdrant collections of {settings.index.qdrant_collection!r} include "
                           f"index generations ({', '.join(store.name(g) for g in generations)})"
                           " of an installation", hint="restore into a new collection name "
                           "(CITEWISE_QDRANT_COLLECTION), then point the server at it")

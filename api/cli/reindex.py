@@ -64,7 +64,7 @@ def reindex(obj: Context, status: bool, force: bool, as_json: bool) -> None:
             click.echo(json.dumps(result, indent=2) if as_json else _status_text(result))
             return
         model_before = reindexer.catalog.meta("embedding_model")
-        with skip_if_locked(), RunLock(obj.settings.run_lock_path).held("citewise reindex"):
+        with skip_if_locked(), RunLock(obj.settings.data.run_lock_path).held("citewise reindex"):
             report = reindexer.run(
                 force=force,
                 progress=lambda source: TerminalProgress(source, verb="reindex"))

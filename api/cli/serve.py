@@ -17,8 +17,8 @@ from citewise.api.cli.base import (
     cli,
     fail,
 )
+from citewise.api.settings import Settings
 from citewise.errors import CitewiseError
-from citewise.settings import Settings
 
 
 @cli.command(
@@ -68,11 +68,11 @@ def serve(obj: Context, host: str | None, port: int | None,
     from citewise.api.remote import remove_server_file, write_server_file
 
     settings = obj.settings
-    host = host or settings.host
-    port = port or settings.port
+    host = host or settings.server.host
+    port = port or settings.server.port
     log = logging.getLogger("citewise")
     if insecure_trust_identity_headers:
-        settings.insecure_trust_identity_headers = True
+        settings.identity.insecure_trust_identity_headers = True
     try:
         services = build_services(settings)
     except CitewiseError as e:
@@ -87,7 +87,7 @@ def serve(obj: Context, host: str | None, port: int | None,
     def reread() -> Settings:
         fresh = settings.reread()  # the same file, environment and --data-dir
         if insecure_trust_identity_headers:  # a flag of this command, not of the file
-            fresh.insecure_trust_identity_headers = True
+            fresh.identity.insecure_trust_identity_headers = True
         return fresh
 
     try:
@@ -121,7 +121,7 @@ def serve(obj: Context, host: str | None, port: int | None,
                      name="citewise-generation", daemon=True).start()
     try:
         uvicorn.run(app, host=host, port=port, log_level=settings.log_level.lower(),
-                    log_config=None, **uvicorn_options(settings))
+                    log_config=None, **uvicorn_options(settings.server))
     finally:
         stop_following.set()
         reloader.stop()

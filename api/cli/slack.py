@@ -29,7 +29,7 @@ def build_bot(obj: Context, *, http: bool):
     from citewise.api.slack.people import People
     from citewise.api.slack.threads import Threads
 
-    settings = obj.settings
+    settings = obj.settings.slack
     server = _env("CITEWISE_URL", "the citewise server the bot asks, e.g. http://127.0.0.1:8000")
     token = _env("SLACK_BOT_TOKEN", "the bot token (xoxb-...) from the Slack app's OAuth page")
     secret = _env("SLACK_SIGNING_SECRET", "HTTP mode checks every request's signature with it") \
@@ -38,7 +38,7 @@ def build_bot(obj: Context, *, http: bool):
                        retry_handlers=[RateLimitErrorRetryHandler(max_retry_count=3)])
     api = CitewiseAPI(server, os.environ.get("CITEWISE_API_KEY"))
     channels = {c.id: ChannelConfig(**c.model_dump()) for c in settings.slack_channels}
-    state = settings.slack_state or settings.data_dir / "slack-threads.db"
+    state = settings.slack_state or obj.settings.data_dir / "slack-threads.db"
     bot = Bot(api, client, server_url=server, people=People(client, settings.slack_groups),
               threads=Threads(state), channels=channels, deliveries=Deliveries(state))
     return bot, build_app(bot, signing_secret=secret)

@@ -50,5 +50,5 @@ def _local(obj: Context) -> list[dict]:
     # The catalog alone (SQLite admits several processes): this works while a server runs.
     settings = obj.settings
     declared = [DeclaredSource(s.name, s.type) for s in settings.sources]
-    library = LibraryService(Catalog(settings.catalog_path), None, declared)
+    library = LibraryService(Catalog(settings.data.catalog_path), None, declared)
     return [s.model_dump(exclude={"last_run"}) for s in library.sources(None)]

@@ -22,9 +22,9 @@ from citewise.api.evaluation.runner import (
     open_services,
     run_configs,
 )
+from citewise.api.settings import Settings
 from citewise.errors import CitewiseError
 from citewise.ingest.progress import TerminalProgress
-from citewise.settings import Settings
 
 Echo = Callable[[str], None]
 

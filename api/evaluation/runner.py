@@ -24,12 +24,13 @@ from pathlib import Path
 
 from citewise.api.evaluation.beir import BeirDataset, corpus_fingerprint
 from citewise.api.evaluation.ir_metrics import evaluate, pool_best_chunk
+from citewise.api.settings import Settings
 from citewise.errors import InvalidRequestError
 from citewise.index.dense import EmbeddingCache
 from citewise.index.sparse import Bm25Encoder
 from citewise.retrieval.fusion import FusionConfig
 from citewise.retrieval.search import SearchMode
-from citewise.settings import Settings, SourceConfig
+from citewise.settings import SourceConfig
 from citewise.types import Identity
 
 DEFAULT_DEPTH = 300
@@ -110,9 +111,9 @@ def index_folder(eval_root: Path, dataset: BeirDataset, settings: Settings) -> P
     """``<eval root>/<dataset>-<hash of corpus and index settings>``."""
     from citewise.ingest.chunking.sections import SectionChunker
 
-    model = str(settings.embedding_model_path or "all-MiniLM-L6-v2")
+    model = str(settings.embedding.embedding_model_path or "all-MiniLM-L6-v2")
     key = "|".join([corpus_fingerprint(dataset.folder), SectionChunker.version,
-                    str(settings.chunk_max_tokens), model, Bm25Encoder.version])
+                    str(settings.ingest.chunk_max_tokens), model, Bm25Encoder.version])
     slug = re.sub(r"[^a-z0-9]+", "-", dataset.name.lower()).strip("-") or "dataset"
     return eval_root / f"{slug}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
@@ -122,9 +123,7 @@ def open_services(settings: Settings, folder: Path, eval_root: Path):
     deployment uses, so an evaluation never touches production data."""
     from citewise.api.composition import build_services
 
-    isolated = settings.model_copy(
-        update={"data_dir": folder, "qdrant_url": None, "blob_store": "local"}
-    )
+    isolated = settings.replaced(data_dir=folder, qdrant_url=None, blob_store="local")
     services = build_services(isolated)
     own_cache = services.dense.cache
     services.dense.cache = EmbeddingCache(eval_root / "embeddings.db")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from citewise.settings import GroupConfig
+from citewise.api.identity.settings import GroupConfig
 
 _GROUP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
 

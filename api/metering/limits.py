@@ -19,8 +19,9 @@ from __future__ import annotations
 from citewise.api.identity.caller import Caller
 from citewise.api.identity.keys import parse_limits
 from citewise.api.metering.buckets import WINDOWS, Decision, Policy, TokenBuckets
+from citewise.api.metering.settings import MeteringSettings
 from citewise.errors import CitewiseError, ConfigError
-from citewise.settings import Settings
+from citewise.settings import comma_separated
 
 CLASSES = ("search", "answer", "ingest")
 # Classes whose limit counts what was done: a response that is not a success gives back the
@@ -28,10 +29,10 @@ CLASSES = ("search", "answer", "ingest")
 COUNTS_SUCCESSES = frozenset({"ingest"})
 
 
-def identity_key_limits(settings: Settings) -> dict[str, int]:
+def identity_key_limits(settings: MeteringSettings) -> dict[str, int]:
     """``CITEWISE_IDENTITY_KEY_LIMITS`` as limits, or a ``ConfigError`` saying what is wrong."""
     try:
-        return parse_limits(settings.csv(settings.identity_key_limits))
+        return parse_limits(comma_separated(settings.identity_key_limits))
     except CitewiseError as e:
         raise ConfigError(f"CITEWISE_IDENTITY_KEY_LIMITS: {e.message}", hint=e.hint) from None
 
@@ -44,7 +45,7 @@ def key_limits(own: dict[str, int], asserts_identity: bool,
 
 
 class RateLimiter:
-    def __init__(self, settings: Settings, buckets: TokenBuckets) -> None:
+    def __init__(self, settings: MeteringSettings, buckets: TokenBuckets) -> None:
         self.buckets = buckets
         self.identity_key_defaults = identity_key_limits(settings)
         self.defaults = {

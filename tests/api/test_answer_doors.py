@@ -22,8 +22,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from citewise.api.app import create_app
 from citewise.api.composition import build_services
+from citewise.api.settings import GuardrailConfig, Settings
+from citewise.gateway.settings import ProviderConfig
 from citewise.ingest.jobs import run_source
-from citewise.settings import GuardrailConfig, ProviderConfig, Settings
 from tests.fakes.openai_provider import OpenAIProvider
 from tests.kb import folder_source, make_key, write, write_kb
 from tests.live import LiveServer

@@ -10,8 +10,9 @@ import pytest
 
 from citewise.api.app import create_app
 from citewise.api.composition import build_services
+from citewise.api.settings import Settings
+from citewise.gateway.settings import ProviderConfig
 from citewise.ingest.jobs import run_source
-from citewise.settings import ProviderConfig, Settings
 from tests.fakes.openai_provider import OpenAIProvider, cite_first_passage
 from tests.kb import REDIS, folder_source, make_key, write_kb
 from tests.live import LiveServer

@@ -17,8 +17,8 @@ from fastapi.testclient import TestClient
 
 from citewise.api.app import create_app
 from citewise.api.composition import build_services
+from citewise.api.settings import Settings
 from citewise.ingest.jobs import run_source
-from citewise.settings import Settings
 from tests.kb import (
     REDIS,
     SECRET,

@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 from citewise.api.app import create_app
 from citewise.api.cli import cli
 from citewise.api.composition import build_services
+from citewise.api.settings import Settings
 from citewise.ingest.jobs import run_source
-from citewise.settings import Settings
 from tests.kb import POSTGRES, REDIS, clean_env, folder_source, write_kb
 
 DANA = {"X-Citewise-User": "dana"}

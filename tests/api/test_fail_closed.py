@@ -151,12 +151,12 @@ def test_2_a_misspelled_readers_key_fails_the_document_and_keeps_its_version(mak
 
 
 def test_2_a_folder_or_git_source_must_say_who_reads_it(tmp_path):
+    from citewise.api.settings import Settings
     from citewise.errors import ConfigError
-    from citewise.settings import load_settings
 
     cfg = tmp_path / "citewise.toml"
     cfg.write_text('[[sources]]\nname = "rb"\ntype = "folder"\npath = "rb"\n')
-    settings = load_settings(cfg)
+    settings = Settings.load(cfg)
     from citewise.connectors.registry import build_connector
 
     with pytest.raises(ConfigError) as raised:
@@ -165,7 +165,7 @@ def test_2_a_folder_or_git_source_must_say_who_reads_it(tmp_path):
     assert 'readers = ["public"]' in raised.value.hint
     cfg.write_text('[settings]\ndefault_readers = ["group:eng"]\n'
                    '[[sources]]\nname = "rb"\ntype = "folder"\npath = "rb"\n')
-    assert load_settings(cfg).sources[0].readers == ["group:eng"]
+    assert Settings.load(cfg).sources[0].readers == ["group:eng"]
 
 
 # 3. The client's address comes from the socket ---------------------------------------------------
@@ -446,12 +446,12 @@ def test_11_a_repeated_identity_header_is_refused(make_services):
 
 def test_the_operator_token_is_readable_by_its_owner_only(tmp_path):
     from citewise.api.remote import write_server_file
-    from citewise.settings import Settings
+    from citewise.api.settings import Settings
 
     settings = Settings(data_dir=tmp_path)
     write_server_file(settings, "127.0.0.1", 8123, "secret-token")
-    assert oct(os.stat(settings.server_file).st_mode & 0o777) == "0o600"
-    assert json.loads(settings.server_file.read_text())["operator_token"] == "secret-token"
+    assert oct(os.stat(settings.data.server_file).st_mode & 0o777) == "0o600"
+    assert json.loads(settings.data.server_file.read_text())["operator_token"] == "secret-token"
 
 
 def test_secret_is_still_invisible(make_services, kb):

@@ -7,10 +7,10 @@ import pytest
 
 from citewise.api.guarded_stream import TextRelease
 from citewise.api.guardrails import PII_WINDOW, SECRETS_WINDOW, Guarded, Guardrails
+from citewise.api.settings import GuardrailConfig
 from citewise.errors import GuardrailBlocked
 from citewise.retrieval.answering import AnswerBlock
 from citewise.retrieval.answering.stream import AnswerEvent, block_event
-from citewise.settings import GuardrailConfig
 from tests.ingest.test_redact import CASES, PASSED_BEFORE, PLUGIN_CASES
 
 ROUTE = "/v1/answer"

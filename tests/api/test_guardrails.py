@@ -12,8 +12,9 @@ from fastapi.testclient import TestClient
 
 from citewise.api.app import create_app
 from citewise.api.composition import build_services
+from citewise.api.settings import GuardrailConfig, Settings
+from citewise.gateway.settings import ProviderConfig
 from citewise.ingest.jobs import run_source
-from citewise.settings import GuardrailConfig, ProviderConfig, Settings
 from tests.fakes.openai_provider import OpenAIProvider
 from tests.kb import folder_source, write, write_kb
 

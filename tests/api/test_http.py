@@ -19,8 +19,8 @@ from fastapi.testclient import TestClient
 
 from citewise.api.app import create_app
 from citewise.api.composition import Services, build_services
+from citewise.api.settings import Settings
 from citewise.ingest.jobs import run_source
-from citewise.settings import Settings
 from tests.kb import (
     ALL_PATHS,
     ONBOARDING,

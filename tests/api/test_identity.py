@@ -14,9 +14,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from citewise.api.app import create_app
+from citewise.api.identity.settings import GroupConfig
 from citewise.errors import ConfigError
 from citewise.ingest.jobs import run_source
-from citewise.settings import GroupConfig
 from tests.fakes.identity_provider import IdentityProvider, SigningKey
 from tests.kb import SECRET, SECRET_WORDS, folder_source, make_key
 from tests.live import LiveServer
@@ -41,9 +41,10 @@ def _services(make_services, kb, idp, *, ingest=True, **overrides):
         oidc_issuer=idp.oidc_issuer, oidc_audience=CLIENT_ID, oidc_jwks_url=idp.oidc_jwks_url,
         admin_groups="platform", rate_answer_per_minute=0, rate_search_per_minute=0,
         **overrides)
-    services.settings.groups = [GroupConfig(name="security", members=["Dana@Example.com"]),
-                                GroupConfig(name="platform", members=["ops@example.com"]),
-                                GroupConfig(name="engineering", email_domains=["example.com"])]
+    services.settings.identity.groups = [
+        GroupConfig(name="security", members=["Dana@Example.com"]),
+        GroupConfig(name="platform", members=["ops@example.com"]),
+        GroupConfig(name="engineering", email_domains=["example.com"])]
     if ingest:
         assert run_source(services.pipeline, folder_source(kb), trigger="t").status == \
             "succeeded"
@@ -205,7 +206,7 @@ def test_a_jwks_file_serves_air_gapped_installs(make_services, kb, idp, tmp_path
     path = tmp_path / "jwks.json"
     path.write_text(json.dumps(idp.certs()))
     services = _services(make_services, kb, idp, oidc_jwks_file=str(path))
-    services.settings.oidc_jwks_url = None
+    services.settings.identity.oidc_jwks_url = None
     with TestClient(create_app(services=services), client=LOOPBACK) as c:
         token = {"Authorization": "Bearer " + idp.oidc_token("li@corp.test", CLIENT_ID,
                                                               groups=["security"])}

@@ -29,7 +29,7 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 @pytest.fixture(scope="module")
 def api(tmp_path_factory, dense):
     from citewise.api.composition import build_services
-    from citewise.settings import Settings
+    from citewise.api.settings import Settings
 
     base = tmp_path_factory.mktemp("fuzz")
     services = build_services(Settings(data_dir=base / "data", require_auth=True,

@@ -40,7 +40,7 @@ def _readers(rng: random.Random) -> list[str]:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory, dense):
     from citewise.api.composition import build_services
-    from citewise.settings import Settings
+    from citewise.api.settings import Settings
 
     rng = random.Random(SEED)
     base = tmp_path_factory.mktemp("property")

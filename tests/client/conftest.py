@@ -10,8 +10,8 @@ import pytest
 
 from citewise.api.app import create_app
 from citewise.api.composition import Services, build_services
+from citewise.api.settings import GuardrailConfig, Settings
 from citewise.ingest.jobs import run_source
-from citewise.settings import GuardrailConfig, Settings
 from tests.kb import folder_source, make_key, write_kb
 from tests.live import LiveServer
 

@@ -171,7 +171,7 @@ def test_an_invalid_request_names_the_field(server):
 
 
 def test_a_held_run_lock_is_run_locked(server):
-    with RunLock(server.services.settings.run_lock_path).held("citewise backup (test)"):
+    with RunLock(server.services.settings.data.run_lock_path).held("citewise backup (test)"):
         with pytest.raises(RunLocked) as caught:
             client(server, "cron").start_ingest(IngestRequest(source="kb"))
     assert caught.value.status == 409 and "citewise backup (test)" in caught.value.detail

@@ -24,7 +24,7 @@ import pytest
 from pydantic import BaseModel
 
 from citewise.api.app import create_app
-from citewise.settings import Settings
+from citewise.api.settings import Settings
 from citewise_client.errors import BY_CODE, Refused
 from citewise_client.routes import GROUPS_HEADER, ROUTES, USER_HEADER, Route
 

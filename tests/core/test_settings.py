@@ -2,15 +2,16 @@ from __future__ import annotations
 
 import pytest
 
+from citewise.api.settings import Settings
 from citewise.errors import ConfigError
-from citewise.settings import load_settings
+from citewise.settings import find_source
 
 
 def test_defaults(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
-    s = load_settings()
+    s = Settings.load()
     assert str(s.data_dir) == "data"
-    assert s.qdrant_url is None and s.blob_store == "local"
+    assert s.index.qdrant_url is None and s.index.blob_store == "local"
     assert s.sources == []
 
 
@@ -23,10 +24,10 @@ def test_config_file_sources_and_env_precedence(monkeypatch, tmp_path):
         'readers = ["group:sre"]\n'
     )
     monkeypatch.setenv("CITEWISE_PORT", "9100")
-    s = load_settings(cfg)
-    assert s.port == 9100, "the environment beats the file"
+    s = Settings.load(cfg)
+    assert s.server.port == 9100, "the environment beats the file"
     assert s.data_dir == cfg.parent / "state", "relative paths are relative to the file"
-    src = s.source("runbooks")
+    src = find_source(s.sources, "runbooks")
     assert src.readers == ["group:sre"]
     assert src.options()["path"] == str(cfg.parent / "../rb")
 
@@ -35,12 +36,12 @@ def test_bad_config_says_what_is_wrong(tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text('[[sources]]\nname = "Bad Name!"\ntype = "folder"\n')
     with pytest.raises(ConfigError, match="lowercase"):
-        load_settings(cfg)
+        Settings.load(cfg)
     cfg.write_text("[settings\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
-        load_settings(cfg)
+        Settings.load(cfg)
     with pytest.raises(ConfigError, match="does not exist"):
-        load_settings(tmp_path / "missing.toml")
+        Settings.load(tmp_path / "missing.toml")
 
 
 def test_unknown_source_lists_known_ones(tmp_path):
@@ -49,16 +50,14 @@ def test_unknown_source_lists_known_ones(tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text('[[sources]]\nname = "wiki"\ntype = "folder"\npath = "w"\n')
     with pytest.raises(NotFoundError, match="known: wiki"):
-        load_settings(cfg).source("runbooks")
+        find_source(Settings.load(cfg).sources, "runbooks")
 
 
 def test_readme_documents_every_setting():
     from pathlib import Path
 
-    from citewise.settings import Settings
-
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    for name, field in Settings.model_fields.items():
+    for name, (_, field) in Settings.setting_fields().items():
         if not field.exclude:  # sources, groups: config-file tables; api_keys: removed
             assert f"`CITEWISE_{name.upper()}`" in readme, f"README misses CITEWISE_{name.upper()}"
 
@@ -72,17 +71,17 @@ def test_the_example_config_loads_and_every_source_builds(monkeypatch, tmp_path)
     example = Path(__file__).resolve().parents[2] / "citewise.example.toml"
     for name in ("CITEWISE_GIT_TOKEN", "CITEWISE_CONFLUENCE_EMAIL", "CITEWISE_CONFLUENCE_TOKEN"):
         monkeypatch.setenv(name, "x")
-    settings = load_settings(example)
+    settings = Settings.load(example)
     assert {s.type for s in settings.sources} == {"folder", "git", "confluence"}
-    assert [p.name for p in settings.llm_providers] == ["vllm", "workers-ai"]
-    assert settings.llm_providers[1].api_key_env == "CITEWISE_WORKERS_AI_TOKEN"
-    assert [(g.name, g.kind) for g in settings.guardrails] == [("hr-cases", "deny"),
-                                                               ("personal-data", "pii")]
+    assert [p.name for p in settings.gateway.llm_providers] == ["vllm", "workers-ai"]
+    assert settings.gateway.llm_providers[1].api_key_env == "CITEWISE_WORKERS_AI_TOKEN"
+    assert [(g.name, g.kind) for g in settings.answering.guardrails] == [
+        ("hr-cases", "deny"), ("personal-data", "pii")]
     for source in settings.sources:  # options are checked; nothing is read yet
         assert build_connector(source, data_dir=tmp_path) is not None
 
 
 def test_a_missing_config_file_points_at_the_example(tmp_path):
     with pytest.raises(ConfigError) as raised:
-        load_settings(tmp_path / "nope.toml")
+        Settings.load(tmp_path / "nope.toml")
     assert "citewise.example.toml" in raised.value.hint

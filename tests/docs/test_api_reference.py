@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from citewise.api.app import create_app
-from citewise.settings import Settings
+from citewise.api.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 # Each route and the heading of the page's section that documents it.

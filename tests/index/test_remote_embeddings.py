@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from citewise.api.composition import build_services
+from citewise.api.settings import Settings
 from citewise.errors import ConfigError
 from citewise.ingest.jobs import run_source
-from citewise.settings import Settings
 from citewise.types import Identity
 from tests.fakes.openai_provider import OpenAIProvider
 from tests.kb import REDIS, folder_source

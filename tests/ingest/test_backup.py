@@ -13,10 +13,10 @@ import httpx
 
 from citewise.api.app import create_app
 from citewise.api.composition import build_services
+from citewise.api.settings import Settings
 from citewise.ingest.consistency import inspect
 from citewise.ingest.jobs import run_source
 from citewise.ingest.runlock import RunLock
-from citewise.settings import load_settings
 from citewise.types import Identity
 from tests.kb import SECRET_TITLE, clean_env, ingest_site, write_site
 from tests.live import LiveServer
@@ -34,7 +34,7 @@ def _titles(services, question: str, who: Identity) -> list[str]:
 
 
 def test_backup_while_serving_then_restore_into_a_fresh_folder(tmp_path, dense):
-    settings = load_settings(write_site(tmp_path))
+    settings = Settings.load(write_site(tmp_path))
     services = build_services(settings)
     config = {"CITEWISE_CONFIG_FILE": str(tmp_path / "citewise.toml")}
     try:
@@ -46,7 +46,7 @@ def test_backup_while_serving_then_restore_into_a_fresh_folder(tmp_path, dense):
             # The server kept serving.
             assert httpx.get(f"{url}/v1/search", params={"q": "redis"}).status_code == 200
             # While a run holds the lock, a backup waits for nothing: it says so and exits 4.
-            with RunLock(settings.run_lock_path).held("a long ingest"):
+            with RunLock(settings.data.run_lock_path).held("a long ingest"):
                 busy = _cli(tmp_path, "backup", "backups/second", **config)
             assert busy.returncode == 4 and "a long ingest" in busy.stderr
             assert not (tmp_path / "backups" / "second").exists()
@@ -67,7 +67,7 @@ def test_backup_while_serving_then_restore_into_a_fresh_folder(tmp_path, dense):
     again = _cli(tmp_path, "--data-dir", str(fresh), "restore", str(backup), **config)
     assert again.returncode == 1 and "already holds a catalog" in again.stderr
 
-    services = build_services(load_settings(tmp_path / "citewise.toml", data_dir=fresh))
+    services = build_services(Settings.load(tmp_path / "citewise.toml", data_dir=fresh))
     try:
         assert inspect(services.catalog, services.index, services.blobs) == []
         assert services.catalog.count_documents() == 5

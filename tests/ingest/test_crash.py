@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from citewise.api.settings import Settings
 from citewise.ingest.consistency import verify
 from citewise.ingest.jobs import run_source
 from citewise.ingest.swap import CRASH_ENV, DELETE_STEPS, WRITE_STEPS
-from citewise.settings import load_settings
 from citewise.types import Identity
 from tests.kb import clean_env, write
 
@@ -77,7 +77,7 @@ def template(tmp_path_factory, dense) -> Path:
 
     base = tmp_path_factory.mktemp("crash-template")
     (base / "citewise.toml").write_text(CONFIG)
-    settings = load_settings(base / "citewise.toml")
+    settings = Settings.load(base / "citewise.toml")
     _write_kb(base / "kb", {**BEFORE, **AFTER})  # embeds the texts of both runs
     services = build_services(settings)
     try:
@@ -107,7 +107,7 @@ def _crashing_run(root: Path, step: str, nth: int) -> subprocess.CompletedProces
 def _recover_and_check(root: Path) -> None:
     from citewise.api.composition import build_services
 
-    settings = load_settings(root / "citewise.toml")
+    settings = Settings.load(root / "citewise.toml")
     services = build_services(settings)
     try:
         report = run_source(services.pipeline, settings.sources[0], trigger="test")

@@ -41,9 +41,9 @@ from pathlib import Path
 
 import pytest
 
+from citewise.api.settings import Settings
 from citewise.ingest.consistency import verify
 from citewise.ingest.jobs import run_source
-from citewise.settings import load_settings
 from citewise.types import Identity
 from tests.connectors.confluence_site import CREDENTIALS
 from tests.connectors.gitrepo import GitRepo
@@ -285,7 +285,7 @@ def confluence():
 def _ingest_here(config: Path) -> list:
     from citewise.api.composition import build_services
 
-    settings = load_settings(config)
+    settings = Settings.load(config)
     services = build_services(settings)
     try:
         reports = [run_source(services.pipeline, s, trigger="test") for s in settings.sources]
@@ -420,7 +420,7 @@ def _recover_and_check(site: Path, *, hybrid: bool = False) -> list:
     hybrid ranking (``hybrid``) is checked once, on the uninterrupted run."""
     from citewise.api.composition import build_services
 
-    settings = load_settings(site / "citewise.toml")
+    settings = Settings.load(site / "citewise.toml")
     services = build_services(settings)
     try:
         reports = [run_source(services.pipeline, s, trigger="test") for s in settings.sources]

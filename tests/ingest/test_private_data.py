@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from citewise.api.settings import Settings
 from citewise.api.slack.threads import Threads
-from citewise.settings import load_settings
 from tests.kb import clean_env, ingest_site, write_site
 
 CITEWISE = Path(sys.executable).with_name("citewise")
@@ -52,7 +52,7 @@ def test_a_process_embedding_citewise_under_a_loose_umask_leaves_it_private(tmp_
     closes its folder private."""
     previous = os.umask(0o002)
     try:
-        settings = load_settings(ingest_site(tmp_path))
+        settings = Settings.load(ingest_site(tmp_path))
         threads = Threads(settings.data_dir / "slack-threads.db")
         threads.put("C1", "1.0", "conversation")
     finally:

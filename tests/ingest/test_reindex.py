@@ -30,12 +30,12 @@ import pytest
 from click.testing import CliRunner
 
 from citewise.api.cli import cli
+from citewise.api.settings import Settings
 from citewise.index.catalog import Catalog
 from citewise.index.generations import BUILDING, LIVE, building_generation
 from citewise.ingest.jobs import run_source
 from citewise.ingest.runlock import RunLock
 from citewise.ingest.swap import CRASH_ENV
-from citewise.settings import Settings, load_settings
 from citewise.types import Identity
 from tests.kb import clean_env, folder_source, ingest_site, write_kb
 from tests.live import free_port, wait_healthy
@@ -379,12 +379,12 @@ def test_a_killed_reindex_leaves_the_old_index_serving_and_the_next_finishes(tmp
     assert (data / "qdrant").is_dir()  # left behind by the kill
 
     # The next one finds nothing to rebuild and drops what was left.
-    settings = load_settings(tmp_path / "citewise.toml", chunk_max_tokens=int(SMALL))
+    settings = Settings.load(tmp_path / "citewise.toml", chunk_max_tokens=int(SMALL))
     from citewise.api.composition import build_reindexer, build_services
 
     reindexer = build_reindexer(settings)
     try:
-        with RunLock(settings.run_lock_path).held("test"):
+        with RunLock(settings.data.run_lock_path).held("test"):
             done = reindexer.run()
     finally:
         reindexer.close()

@@ -15,9 +15,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from citewise.api.app import create_app
+from citewise.api.settings import Settings
 from citewise.errors import RunLockedError
 from citewise.ingest.runlock import RunLock
-from citewise.settings import load_settings
 from tests.kb import clean_env, make_key, write_site
 
 CITEWISE = Path(sys.executable).with_name("citewise")
@@ -30,7 +30,7 @@ def site(tmp_path) -> Path:
 
 
 def test_a_cron_run_that_finds_the_lock_held_does_nothing_and_exits_4(site):
-    lock = RunLock(load_settings(site / "citewise.toml").run_lock_path)
+    lock = RunLock(Settings.load(site / "citewise.toml").data.run_lock_path)
     with lock.held("ingest job (schedule) of kb"):
         out = subprocess.run([str(CITEWISE), "ingest", "--all"], cwd=site, capture_output=True,
                              text=True, timeout=300,
@@ -49,12 +49,12 @@ def test_a_cron_run_that_finds_the_lock_held_does_nothing_and_exits_4(site):
 
 
 def test_the_servers_jobs_take_the_same_lock(site, make_services):
-    settings = load_settings(site / "citewise.toml")
+    settings = Settings.load(site / "citewise.toml")
     services = make_services(site / "data")
     services.settings.sources = settings.sources
     client = TestClient(create_app(services=services),
                         headers=make_key(services, "cron", scopes="ingest"))
-    with RunLock(services.settings.run_lock_path).held("citewise ingest (kb)"):
+    with RunLock(services.settings.data.run_lock_path).held("citewise ingest (kb)"):
         refused = client.post("/v1/ingest/jobs", json={"all": True})
         assert refused.status_code == 409
         assert refused.json()["type"] == "urn:citewise:error:run_locked"
@@ -67,7 +67,7 @@ def test_the_servers_jobs_take_the_same_lock(site, make_services):
         time.sleep(0.1)
     assert job["status"] == "done", job
     # Released after the job: a cron may take it now.
-    RunLock(services.settings.run_lock_path).acquire("cron")
+    RunLock(services.settings.data.run_lock_path).acquire("cron")
 
 
 def test_a_holder_killed_with_sigkill_leaves_no_stale_lock(tmp_path):

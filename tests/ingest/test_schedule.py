@@ -10,10 +10,11 @@ from datetime import UTC, datetime
 
 import pytest
 
+from citewise.api.settings import Settings
 from citewise.errors import ConfigError
 from citewise.ingest.runlock import RunLock
 from citewise.ingest.schedule import Cron, Scheduler, last_run_started, plan, zone_of
-from citewise.settings import SourceConfig, load_settings
+from citewise.settings import SourceConfig
 from tests.kb import write_kb
 
 UTC_ZONE = zone_of("UTC")
@@ -88,14 +89,14 @@ def test_the_config_file_schedule_reaches_the_settings(tmp_path):
         '[schedule]\ningest = "30 2 * * *"\ntimezone = "Europe/Berlin"\n\n'
         '[[sources]]\nname = "wiki"\ntype = "folder"\npath = "kb"\nreaders = ["public"]\n'
         'schedule = "@hourly"\n')
-    settings = load_settings(tmp_path / "citewise.toml")
-    assert settings.schedule_ingest == "30 2 * * *"
-    assert settings.schedule_timezone == "Europe/Berlin"
+    settings = Settings.load(tmp_path / "citewise.toml")
+    assert settings.ingest.schedule_ingest == "30 2 * * *"
+    assert settings.ingest.schedule_timezone == "Europe/Berlin"
     assert settings.sources[0].schedule == "@hourly"
     assert "schedule" not in settings.sources[0].options()  # not a connector option
     (tmp_path / "bad.toml").write_text('[schedule]\nnightly = "30 2 * * *"\n')
     with pytest.raises(ConfigError, match=r"\[schedule\] holds ingest"):
-        load_settings(tmp_path / "bad.toml")
+        Settings.load(tmp_path / "bad.toml")
 
 
 class Clock:
@@ -139,7 +140,7 @@ def test_the_scheduler_runs_due_sources_through_the_job_queue(tmp_path, make_ser
     # The next night another process (an external cron) holds the lock: not doubled; tried
     # again five minutes later, and then it runs.
     clock.now = at("2026-12-04T02:30")
-    with RunLock(services.settings.run_lock_path).held("citewise ingest --all (cron)"):
+    with RunLock(services.settings.data.run_lock_path).held("citewise ingest --all (cron)"):
         assert scheduler.tick() == at("2026-12-04T02:35")
     assert len(jobs) == 1
     assert len(services.catalog.list_runs("kb")) == 1

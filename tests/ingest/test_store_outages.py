@@ -37,10 +37,10 @@ from pathlib import Path
 
 import pytest
 
+from citewise.api.settings import Settings
 from citewise.errors import DiskFullError
 from citewise.ingest.consistency import verify
 from citewise.ingest.jobs import run_source
-from citewise.settings import load_settings
 from citewise.types import Identity
 from tests.kb import ALL_PATHS, clean_env, write, write_kb
 from tests.live import free_port
@@ -118,12 +118,12 @@ def _make_site(root: Path, cached: Path, config: str) -> Path:
 def _services(root: Path):
     from citewise.api.composition import build_services
 
-    return build_services(load_settings(root / "citewise.toml"))
+    return build_services(Settings.load(root / "citewise.toml"))
 
 
 def _run_here(root: Path):
     """An ingest run in this process, as ``citewise ingest`` makes it."""
-    settings = load_settings(root / "citewise.toml")
+    settings = Settings.load(root / "citewise.toml")
     services = _services(root)
     try:
         return run_source(services.pipeline, settings.sources[0], trigger="test")
@@ -593,7 +593,7 @@ def test_an_s3_outage_mid_run_ends_it_clearly_and_a_rerun_completes(s3_site, s3)
     took = time.monotonic() - started
     out = _failed_clearly(run, took)
     assert s3.down
-    bucket = load_settings(root / "citewise.toml").s3_bucket
+    bucket = Settings.load(root / "citewise.toml").index.s3_bucket
     assert f"the blob store s3://{bucket}/citewise/ at {s3.url} does not answer (Could not " \
            "connect to the endpoint URL; 3 attempts to store a blob)" in out
     assert "CITEWISE_S3_ENDPOINT_URL" in out
@@ -616,7 +616,7 @@ def test_an_s3_outage_mid_run_ends_it_clearly_and_a_rerun_completes(s3_site, s3)
         # A run started while S3 is still down fails as fast, and is recorded too: finishing
         # the swap the last run cut short needs the blob store.
         started = time.monotonic()
-        report = run_source(services.pipeline, load_settings(root / "citewise.toml").sources[0],
+        report = run_source(services.pipeline, Settings.load(root / "citewise.toml").sources[0],
                             trigger="test")
         assert report.status == "failed" and "does not answer" in report.message
         assert time.monotonic() - started < 20

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from citewise.api.composition import build_services
+from citewise.api.settings import Settings
 from citewise.index.payload import ChunkPayload
 from citewise.index.vector_index import ChunkPoint
 from citewise.ingest.consistency import inspect
 from citewise.ingest.jobs import run_source
 from citewise.ingest.repair import repair
-from citewise.settings import load_settings
 from citewise.types import Identity
 from tests.kb import SECRET, SECRET_TITLE, clean_env, ingest_site
 from tests.live import free_port
@@ -45,7 +45,7 @@ def site(tmp_path, dense) -> Path:
 
 
 def _services(site: Path):
-    return build_services(load_settings(site / "citewise.toml"))
+    return build_services(Settings.load(site / "citewise.toml"))
 
 
 def _doc(services, path: str):
@@ -109,7 +109,7 @@ def test_faults_are_found_and_repaired_from_the_catalog(site):
         redis = services.search.search("Sentinel get-master-addr-by-name", ANYONE, top_k=3)
         assert redis[0].path == "runbooks/redis-failover.md"
 
-        again = run_source(services.pipeline, load_settings(site / "citewise.toml").sources[0],
+        again = run_source(services.pipeline, Settings.load(site / "citewise.toml").sources[0],
                            trigger="test")
         assert again.status == "succeeded" and again.counts.updated == 1, again.summary()
         assert inspect(services.catalog, services.index, services.blobs) == []

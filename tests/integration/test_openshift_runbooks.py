@@ -11,10 +11,11 @@ import shutil
 
 import pytest
 
+from citewise.api.settings import Settings
 from citewise.index.catalog import document_id
 from citewise.index.vector_index import IndexFilter
 from citewise.ingest.jobs import run_source
-from citewise.settings import Settings, SourceConfig
+from citewise.settings import SourceConfig
 from citewise.types import Identity
 from tests.conftest import SHARED
 

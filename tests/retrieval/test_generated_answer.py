@@ -9,12 +9,12 @@ from collections.abc import Iterator
 import pytest
 
 from citewise.api.composition import Services, build_services
+from citewise.api.settings import Settings
 from citewise.gateway import Gateway
 from citewise.gateway.provider import Provider, ProviderSpec
 from citewise.ingest.jobs import run_source
 from citewise.retrieval.answering import AnswerService
 from citewise.retrieval.answering.prompt import RULES
-from citewise.settings import Settings
 from citewise.types import Identity
 from tests.fakes.openai_provider import OpenAIProvider
 from tests.kb import folder_source, write, write_kb

@@ -16,12 +16,12 @@ from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
 from citewise.api.app import create_app
+from citewise.api.settings import Settings
 from citewise.api.slack.api import CitewiseAPI
 from citewise.api.slack.bot import Bot, ChannelConfig, build_app
 from citewise.api.slack.events import events_app
 from citewise.api.slack.people import People
 from citewise.api.slack.threads import Threads
-from citewise.settings import Settings
 from tests.fakes.slack_api import BOT_TOKEN, SlackAPI
 from tests.kb import make_key
 from tests.live import LiveServer, free_port

@@ -45,7 +45,7 @@ def server(demo_kb) -> Iterator[str]:
 def locked_server(demo_kb) -> Iterator[tuple[str, dict[str, str]]]:
     """The same knowledge behind a front door that requires a key, and keys for two people."""
     services, _ = demo_kb
-    settings = services.settings.model_copy(update={"require_auth": True})
+    settings = services.settings.replaced(require_auth=True)
     keys = {}
     for name, principal in (("page-bob", "user:bob"), ("page-sec", "group:security")):
         header = make_key(services, name, scopes="search,answer", principal=principal)

@@ -1,0 +1,55 @@
+"""The index layer's settings: where vectors and raw bytes are stored, and the embedding model
+that defines the vector space (see ``core/settings.py`` for how parts are read and composed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from citewise.settings import SettingsPart
+
+
+class IndexSettings(SettingsPart):
+    """The vector index (embedded Qdrant or a server) and the blob store (a folder or S3)."""
+
+    qdrant_url: str | None = Field(
+        default=None,
+        description="Qdrant server URL; unset = embedded Qdrant in the data folder "
+        "(`local:<folder>` = qdrant-client's local mode, as the tests use).",
+    )
+    qdrant_api_key: str | None = Field(default=None, description="API key for the Qdrant server.")
+    qdrant_collection: str = Field(default="citewise", description="Collection on the server.")
+    qdrant_timeout: float = Field(default=10.0, description="Seconds per Qdrant request.")
+
+    blob_store: Literal["local", "s3"] = Field(
+        default="local", description="local (a folder in the data dir) or s3 (any S3 API)."
+    )
+    s3_bucket: str | None = Field(default=None, description="Bucket for raw source bytes.")
+    s3_prefix: str = Field(default="citewise/", description="Key prefix inside the bucket.")
+    s3_endpoint_url: str | None = Field(
+        default=None, description="Endpoint for R2/MinIO/etc.; unset = AWS S3."
+    )
+    s3_region: str | None = Field(default=None, description="Region (R2: 'auto').")
+    s3_access_key_id: str | None = Field(default=None, description="Access key id.")
+    s3_secret_access_key: str | None = Field(default=None, description="Secret access key.")
+
+
+class EmbeddingSettings(SettingsPart):
+    """The dense model: the packaged one, a local folder, or an OpenAI-compatible endpoint."""
+
+    embedding_model_path: Path | None = Field(
+        default=None,
+        description="Folder of a sentence-transformers model; unset = packaged all-MiniLM-L6-v2.",
+    )
+    embedding_batch_size: int = Field(default=32, description="Chunks per embedding batch.")
+    embedding_url: str | None = Field(
+        default=None, description="OpenAI-compatible embeddings API (`.../v1`: TEI, vLLM, "
+        "Workers AI, OpenAI) instead of the local model; changing it needs a re-ingest.")
+    embedding_model: str | None = Field(default=None, description="Model name for that API.")
+    embedding_api_key: str | None = Field(default=None, description="Bearer token for it.")
+    embedding_dim: int | None = Field(
+        default=None, ge=1, description="Its vector size; unset = asked of the API once.")
+    embedding_timeout: float = Field(default=30.0, gt=0, description="Seconds per batch.")
+    embedding_concurrency: int = Field(default=4, ge=1, description="Batches in flight at once.")
