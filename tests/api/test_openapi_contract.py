@@ -10,7 +10,7 @@ from fastapi.routing import APIRoute
 
 from citewise.api.app import create_app
 from citewise.api.frontdoor import rule_for
-from citewise.settings import Settings
+from citewise.api.settings import Settings
 
 PROBLEM = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
 # Routes that serve files (the web page, the API reference), not the API.

@@ -31,7 +31,7 @@ def rendered(value) -> bytes:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, dense):
     from citewise.api.composition import build_services
-    from citewise.settings import Settings
+    from citewise.api.settings import Settings
 
     base = tmp_path_factory.mktemp("bodies")
     kb = write_kb(base / "kb")

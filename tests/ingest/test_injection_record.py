@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import sqlite3
 
+from citewise.api.settings import Settings
 from citewise.index.catalog import MIGRATIONS, Catalog
 from citewise.ingest.jobs import run_source
 from citewise.ingest.rebuild_catalog import rebuild_catalog
 from citewise.ingest.runlock import RunLock
-from citewise.settings import Settings
 from citewise.types import Identity
 from tests.kb import folder_source, write
 

@@ -158,7 +158,7 @@ def refuse_mass_deletion(gone: int, existing: int, force: bool) -> None:
 @pytest.fixture(scope="module")
 def services(tmp_path_factory, dense):
     from citewise.api.composition import build_services
-    from citewise.settings import Settings
+    from citewise.api.settings import Settings
 
     base = tmp_path_factory.mktemp("strategies")
     docs = base / "docs"
