@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from citewise import metrics
-from citewise.index.catalog import Catalog
+from citewise.index.catalog import DocumentCatalog
 from citewise.retrieval.answering.model import Answer
 from citewise.types import Identity, SearchFilters
 
@@ -67,7 +67,7 @@ class CacheHit:
 
 
 class SemanticCache:
-    def __init__(self, catalog: Catalog, *, threshold: float = 0.95, ttl: float = 86400.0,
+    def __init__(self, catalog: DocumentCatalog, *, threshold: float = 0.95, ttl: float = 86400.0,
                  max_entries: int = 5000) -> None:
         self.catalog = catalog
         self.threshold = threshold
