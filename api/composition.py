@@ -56,6 +56,7 @@ from citewise.ingest.schedule import Scheduler, last_run_started, plan, zone_of
 from citewise.private_files import describe, private_folder, too_open
 from citewise.retrieval.answering import AnswerService
 from citewise.retrieval.answering.cache import SemanticCache
+from citewise.retrieval.answering.cache_store import AnswerCacheStore, InMemoryAnswerCache
 from citewise.retrieval.fusion import FusionConfig
 from citewise.retrieval.library import DeclaredSource, LibraryService
 from citewise.retrieval.rerank import CrossEncoderReranker, HttpReranker, Reranker
@@ -71,14 +72,15 @@ log = logging.getLogger("citewise")
 @dataclass
 class Stores:
     """Every store the service keeps its state in, each behind its contract. One database holds
-    them all: the embedded SQLite file ``<data dir>/catalog.db``, so that one file holds, backs
-    up and restores the whole state."""
+    them all (the answer cache aside, kept in memory): the embedded SQLite file
+    ``<data dir>/catalog.db``, so that one file holds, backs up and restores the whole state."""
 
     catalog: DocumentCatalog
     sources: SourceStore
     keys: KeyStore
     metering: MeteringStore
     conversations: ConversationStore
+    answer_cache: AnswerCacheStore  # this process's memory: entries are not shared
     staging: CatalogStaging  # where `citewise reindex` builds a generation's catalog
     versions: Callable[[], dict[str, int]]  # each store's schema version
     close: Callable[[], None]
@@ -92,6 +94,7 @@ def build_stores(settings: Settings) -> Stores:
         catalog=SqliteDocumentCatalog(database), sources=sources,
         keys=SqliteKeyStore(database), metering=SqliteMeteringStore(database),
         conversations=SqliteConversationStore(database),
+        answer_cache=InMemoryAnswerCache(settings.retrieval.answer_cache_size),
         staging=SqliteCatalogStaging(settings.data_dir / "reindex"),
         versions=database.store_versions, close=database.close)
 
@@ -387,9 +390,9 @@ def build_services(settings: Settings) -> Services:
     retrieval = settings.retrieval
     search = build_search(retrieval, catalog, index, dense, sparse)
     gateway = build_gateway(settings.gateway)
-    cache = SemanticCache(catalog, threshold=retrieval.answer_cache_threshold,
-                          ttl=retrieval.answer_cache_ttl, max_entries=retrieval.answer_cache_size
-                          ) if retrieval.answer_cache else None
+    cache = SemanticCache(catalog, stores.answer_cache,
+                          threshold=retrieval.answer_cache_threshold,
+                          ttl=retrieval.answer_cache_ttl) if retrieval.answer_cache else None
     answers = AnswerService(
         search=search, dense=dense, catalog=catalog, min_score=retrieval.answer_min_score,
         gateway=gateway, cache=cache,
