@@ -123,7 +123,7 @@ def create_app(
     token = operator_token or secrets.token_urlsafe(32)
 
     def open_door(app: FastAPI) -> None:
-        app.state.door = build_door(settings, app.state.services.catalog, operator_token=token,
+        app.state.door = build_door(settings, app.state.services.stores, operator_token=token,
                                     bind_host=bind_host)
         app.state.answering = build_answering(app.state.services, app.state.door)
         # `citewise serve` replaces it with one that also runs the ingest schedule.
@@ -243,7 +243,8 @@ def create_app(
                               "description": "Prometheus text exposition format"}})
     def prometheus(request: Request) -> Response:
         # The ingest gauges are read from the catalog, so they cover every process's runs.
-        ingest = catalog_metrics(request.app.state.services.catalog)
+        services = request.app.state.services
+        ingest = catalog_metrics(services.catalog, services.sources)
         return Response(generate_latest() + ingest, media_type=CONTENT_TYPE_LATEST)
 
     return app

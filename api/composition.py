@@ -1,7 +1,7 @@
 """The composition root: the one place that turns settings into working services.
 
-Everything swappable (embedded Qdrant or a server, a local folder or S3, extractive answers or
-an LLM) is chosen here, from ``Settings``, and nowhere else.
+Everything swappable (the stores' database, embedded Qdrant or a server, a local folder or S3,
+extractive answers or an LLM) is chosen here, from ``Settings``, and nowhere else.
 """
 
 from __future__ import annotations
@@ -9,32 +9,44 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from citewise.api.answering import Answering
+from citewise.api.conversation_store import ConversationStore
 from citewise.api.conversations import Conversations
 from citewise.api.guardrails import Guardrails
 from citewise.api.identity.authenticate import Authenticator, GroupBounds
 from citewise.api.identity.groups import GroupMap
-from citewise.api.identity.keys import KeyStore
+from citewise.api.identity.key_store import KeyStore
+from citewise.api.identity.keys import ApiKeys
 from citewise.api.identity.settings import IdentitySettings
+from citewise.api.identity.sqlite_key_store import SqliteKeyStore
 from citewise.api.identity.tokens import KeySet, TokenPolicy, TokenVerifier
 from citewise.api.metering.audit import AuditLog
 from citewise.api.metering.buckets import TokenBuckets
 from citewise.api.metering.limits import RateLimiter
+from citewise.api.metering.sqlite_store import SqliteMeteringStore
+from citewise.api.metering.store import MeteringStore
 from citewise.api.metering.usage import UsageLog
 from citewise.api.settings import Settings
+from citewise.api.sqlite_conversation_store import SqliteConversationStore
 from citewise.errors import ConfigError
 from citewise.gateway import Gateway
 from citewise.gateway.provider import ProviderSpec
 from citewise.gateway.settings import GatewaySettings
 from citewise.index.blobs import BlobStore, LocalBlobStore, S3BlobStore
-from citewise.index.catalog import Catalog
+from citewise.index.catalog import DocumentCatalog
 from citewise.index.dense import DenseEncoder, EmbeddingCache, RemoteEmbeddings
 from citewise.index.generations import IndexStore, LiveIndex, ModelChange
 from citewise.index.settings import EmbeddingSettings
+from citewise.index.source_store import SourceStore
 from citewise.index.sparse import Bm25Encoder
+from citewise.index.sqlite_catalog import SqliteDocumentCatalog
+from citewise.index.sqlite_source_store import SqliteSourceStore
+from citewise.index.sqlite_staging import SqliteCatalogStaging
+from citewise.index.staging import CatalogStaging
 from citewise.index.vector_index import VectorIndex
 from citewise.ingest.jobs import JobQueue
 from citewise.ingest.pipeline import IngestPipeline
@@ -44,6 +56,7 @@ from citewise.ingest.schedule import Scheduler, last_run_started, plan, zone_of
 from citewise.private_files import describe, private_folder, too_open
 from citewise.retrieval.answering import AnswerService
 from citewise.retrieval.answering.cache import SemanticCache
+from citewise.retrieval.answering.cache_store import AnswerCacheStore, InMemoryAnswerCache
 from citewise.retrieval.fusion import FusionConfig
 from citewise.retrieval.library import DeclaredSource, LibraryService
 from citewise.retrieval.rerank import CrossEncoderReranker, HttpReranker, Reranker
@@ -51,13 +64,47 @@ from citewise.retrieval.search import SearchService
 from citewise.retrieval.settings import RetrievalSettings
 from citewise.retrieval.synonyms import Synonyms
 from citewise.settings import comma_separated, find_source
+from citewise.sqlite import SqliteDatabase
 
 log = logging.getLogger("citewise")
+
+
+@dataclass
+class Stores:
+    """Every store the service keeps its state in, each behind its contract. One database holds
+    them all (the answer cache aside, kept in memory): the embedded SQLite file
+    ``<data dir>/catalog.db``, so that one file holds, backs up and restores the whole state."""
+
+    catalog: DocumentCatalog
+    sources: SourceStore
+    keys: KeyStore
+    metering: MeteringStore
+    conversations: ConversationStore
+    answer_cache: AnswerCacheStore  # this process's memory: entries are not shared
+    staging: CatalogStaging  # where `citewise reindex` builds a generation's catalog
+    versions: Callable[[], dict[str, int]]  # each store's schema version
+    close: Callable[[], None]
+
+
+def build_stores(settings: Settings) -> Stores:
+    """Open (and migrate, each store its own tables) the stores of ``settings``' data folder."""
+    database = SqliteDatabase(settings.data.catalog_path)
+    sources = SqliteSourceStore(database)  # before the documents, which name their source
+    return Stores(
+        catalog=SqliteDocumentCatalog(database), sources=sources,
+        keys=SqliteKeyStore(database), metering=SqliteMeteringStore(database),
+        conversations=SqliteConversationStore(database),
+        answer_cache=InMemoryAnswerCache(settings.retrieval.answer_cache_size),
+        staging=SqliteCatalogStaging(settings.data_dir / "reindex"),
+        versions=database.store_versions, close=database.close)
+
 
 @dataclass
 class Services:
     settings: Settings
-    catalog: Catalog
+    stores: Stores
+    catalog: DocumentCatalog  # the stores' own, at hand for the many that read it
+    sources: SourceStore
     index: LiveIndex
     blobs: BlobStore
     dense: DenseEncoder
@@ -79,7 +126,7 @@ class Services:
         if self.gateway is not None:
             self.gateway.close()
         self.index.close()
-        self.catalog.close()
+        self.stores.close()
 
 
 def build_remote_embeddings(embedding: EmbeddingSettings,
@@ -145,7 +192,7 @@ def model_loader(settings: Settings, dense: DenseEncoder):
     return load
 
 
-def check_embedding_model(catalog: Catalog, dense: DenseEncoder) -> None:
+def check_embedding_model(catalog: DocumentCatalog, dense: DenseEncoder) -> None:
     """Queries and documents must be embedded by the same model: a similarity between vectors
     of two models means nothing, even when their sizes agree. The catalog records the model the
     index was built with; another one is refused until the index is rebuilt."""
@@ -195,16 +242,19 @@ def build_reindexer(settings: Settings, services: Services | None = None) -> Rei
     store (it never opens the live index, so it runs beside a server holding an embedded one),
     or those of ``services`` in this process (which must be on the same data folder)."""
     if services is not None:
-        return Reindexer(catalog=services.catalog, blobs=services.blobs, dense=services.dense,
-                         sparse=services.sparse, store=services.index.store,
+        return Reindexer(catalog=services.catalog, sources=services.sources,
+                         staging=services.stores.staging, blobs=services.blobs,
+                         dense=services.dense, sparse=services.sparse,
+                         store=services.index.store,
                          chunk_max_tokens=settings.ingest.chunk_max_tokens,
                          data_dir=settings.data_dir,
                          min_free_bytes=settings.ingest.min_free_bytes,
                          embedding_source=embedding_source(settings.embedding))
     private_folder(settings.data_dir)
     dense = build_dense(settings)
-    return Reindexer(catalog=Catalog(settings.data.catalog_path), blobs=build_blobs(settings),
-                     dense=dense, sparse=Bm25Encoder(),
+    stores = build_stores(settings)
+    return Reindexer(catalog=stores.catalog, sources=stores.sources, staging=stores.staging,
+                     blobs=build_blobs(settings), dense=dense, sparse=Bm25Encoder(),
                      store=build_index_store(settings, dense.dim),
                      chunk_max_tokens=settings.ingest.chunk_max_tokens,
                      data_dir=settings.data_dir, min_free_bytes=settings.ingest.min_free_bytes,
@@ -317,7 +367,8 @@ def build_gateway(settings: GatewaySettings) -> Gateway | None:
 def build_services(settings: Settings) -> Services:
     private_folder(settings.data_dir)
     warn_if_open(settings.data_dir)
-    catalog = Catalog(settings.data.catalog_path)
+    stores = build_stores(settings)
+    catalog = stores.catalog
     dense = build_dense(settings)
     check_embedding_model(catalog, dense)
     sparse = Bm25Encoder()
@@ -327,6 +378,7 @@ def build_services(settings: Settings) -> Services:
     blobs = build_blobs(settings)
     pipeline = IngestPipeline(
         catalog=catalog,
+        sources=stores.sources,
         index=index,
         blobs=blobs,
         dense=dense,
@@ -336,24 +388,20 @@ def build_services(settings: Settings) -> Services:
         min_free_bytes=settings.ingest.min_free_bytes,
     )
     retrieval = settings.retrieval
-    search = SearchService(
-        catalog=catalog, index=index, dense=dense, sparse=sparse,
-        prefetch=retrieval.search_prefetch,
-        fusion=FusionConfig(retrieval.search_fusion, retrieval.search_dense_weight),
-        reranker=build_reranker(retrieval), rerank_candidates=retrieval.rerank_candidates,
-        synonyms=Synonyms.from_file(retrieval.synonyms_file),
-    )
+    search = build_search(retrieval, catalog, index, dense, sparse)
     gateway = build_gateway(settings.gateway)
-    cache = SemanticCache(catalog, threshold=retrieval.answer_cache_threshold,
-                          ttl=retrieval.answer_cache_ttl, max_entries=retrieval.answer_cache_size
-                          ) if retrieval.answer_cache else None
+    cache = SemanticCache(catalog, stores.answer_cache,
+                          threshold=retrieval.answer_cache_threshold,
+                          ttl=retrieval.answer_cache_ttl) if retrieval.answer_cache else None
     answers = AnswerService(
         search=search, dense=dense, catalog=catalog, min_score=retrieval.answer_min_score,
         gateway=gateway, cache=cache,
     )
     return Services(
         settings=settings,
+        stores=stores,
         catalog=catalog,
+        sources=stores.sources,
         index=index,
         blobs=blobs,
         dense=dense,
@@ -361,16 +409,47 @@ def build_services(settings: Settings) -> Services:
         pipeline=pipeline,
         search=search,
         answers=answers,
-        library=LibraryService(
-            catalog, blobs, [DeclaredSource(s.name, s.type) for s in settings.sources]
-        ),
+        library=build_library(settings, stores, blobs),
         jobs=JobQueue(pipeline, RunLock(settings.data.run_lock_path)),
         gateway=gateway,
-        conversations=Conversations(catalog,
-                                    idle=settings.answering.conversation_idle_hours * 3600,
-                                    max_turns=settings.answering.conversation_max_turns),
+        conversations=build_conversations(settings, stores),
         guardrails=Guardrails(settings.answering.guardrails),
     )
+
+
+def build_search(retrieval: RetrievalSettings, catalog: DocumentCatalog, index: LiveIndex,
+                 dense: DenseEncoder, sparse: Bm25Encoder) -> SearchService:
+    return SearchService(
+        catalog=catalog, index=index, dense=dense, sparse=sparse,
+        prefetch=retrieval.search_prefetch,
+        fusion=FusionConfig(retrieval.search_fusion, retrieval.search_dense_weight),
+        reranker=build_reranker(retrieval), rerank_candidates=retrieval.rerank_candidates,
+        synonyms=Synonyms.from_file(retrieval.synonyms_file),
+    )
+
+
+def build_evaluation_search(services: Services, max_top_k: int) -> SearchService:
+    """The services' search with pages as deep as an evaluation ranks (Recall@100): retrieval
+    alone (dense, BM25, fused), without a reranker or on-call synonyms, so that BEIR figures
+    measure the configurations compared (``api/evaluation``)."""
+    return SearchService(
+        catalog=services.catalog, index=services.index, dense=services.dense,
+        sparse=services.sparse, prefetch=services.search.prefetch,
+        fusion=services.search.fusion, max_top_k=max_top_k)
+
+
+def build_library(settings: Settings, stores: Stores,
+                  blobs: BlobStore | None = None) -> LibraryService:
+    """What is indexed, as callers may see it (``blobs`` None: sources only, as the CLI lists
+    them beside a running server)."""
+    return LibraryService(stores.catalog, stores.sources, blobs,
+                          [DeclaredSource(s.name, s.type) for s in settings.sources])
+
+
+def build_conversations(settings: Settings, stores: Stores) -> Conversations:
+    return Conversations(stores.conversations, stores.catalog,
+                         idle=settings.answering.conversation_idle_hours * 3600,
+                         max_turns=settings.answering.conversation_max_turns)
 
 
 def build_scheduler(settings: Settings, services: Services) -> Scheduler:
@@ -385,7 +464,7 @@ def build_scheduler(settings: Settings, services: Services) -> Scheduler:
     schedule = settings.ingest
     return Scheduler(
         plan(schedule.schedule_ingest, settings.sources), zone_of(schedule.schedule_timezone),
-        submit=submit, last_run=lambda name: last_run_started(services.catalog, name),
+        submit=submit, last_run=lambda name: last_run_started(services.sources, name),
         catch_up=schedule.schedule_catch_up)
 
 
@@ -395,7 +474,7 @@ class Door:
     """Identity and metering: what every request meets before a route (``api/frontdoor.py``)."""
 
     authenticator: Authenticator
-    keys: KeyStore
+    keys: ApiKeys
     limiter: RateLimiter
     buckets: TokenBuckets
     usage: UsageLog
@@ -422,12 +501,12 @@ def is_loopback(host: str | None) -> bool:
         return False
 
 
-def build_door(settings: Settings, catalog: Catalog, *, operator_token: str | None = None,
+def build_door(settings: Settings, stores: Stores, *, operator_token: str | None = None,
                bind_host: str | None = None) -> Door:
     """The front door for a server bound to ``bind_host``. Fails closed: a server reachable
     from other machines must have a way to tell who is calling."""
     identity = settings.identity
-    keys = KeyStore(catalog)
+    keys = ApiKeys(stores.keys)
     required = identity.require_auth if identity.require_auth is not None \
         else not is_loopback(bind_host)
     authenticator = Authenticator(
@@ -472,14 +551,14 @@ def build_door(settings: Settings, catalog: Catalog, *, operator_token: str | No
         log.warning("INSECURE: X-Citewise-User/Groups are believed from every caller "
                     "(--insecure-trust-identity-headers); only safe behind a proxy that sets "
                     "them and that nothing can bypass")
-    buckets = TokenBuckets(catalog)
+    buckets = TokenBuckets(stores.metering)
     buckets.load()
     return Door(
         authenticator=authenticator, keys=keys, limiter=RateLimiter(settings.metering, buckets),
         buckets=buckets,
-        usage=UsageLog(catalog, raw_days=settings.metering.usage_raw_days,
+        usage=UsageLog(stores.metering, stores.keys, raw_days=settings.metering.usage_raw_days,
                        retention_days=settings.metering.usage_retention_days),
-        audit=AuditLog(catalog),
+        audit=AuditLog(stores.metering),
     )
 
 

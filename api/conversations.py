@@ -11,25 +11,27 @@ Stored turns are never shown as they were answered, only as the caller may read 
 whose answer cites a document the caller can no longer read (its readers were narrowed, the
 caller left a group, it was deleted) comes back withheld, with a reason and without its text,
 and a follow-up leans only on turns the caller may still read. The turns (the question as
-asked, as searched, the answer and the documents it cited) live in the catalog database, so
-they survive restarts; a conversation idle longer than ``idle`` seconds is gone, and one holds at
-most ``max_turns``. Two requests on one conversation are serialised: the second waits for the
-first to write its turn, so follow-ups always see the turn before them.
+asked, as searched, the answer and the documents it cited) live in a ``ConversationStore``
+(``conversation_store.py``), so they survive restarts; a conversation idle longer than ``idle``
+seconds is gone, and one holds at most ``max_turns``. Two requests on one conversation are
+serialised: the second waits for the first to write its turn, so follow-ups always see the turn
+before them.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from citewise.api.conversation_store import ConversationRow, ConversationStore, StoredAnswer
 from citewise.api.identity.caller import Caller
 from citewise.errors import ConflictError, NotFoundError
-from citewise.index.catalog import Catalog
+from citewise.index.catalog import DocumentCatalog
 from citewise.retrieval.answering import Answer
 from citewise.retrieval.answering.followup import Previous
 
@@ -114,8 +116,12 @@ def _withheld(turn: Turn, reason: str) -> Turn:
 
 
 class Conversations:
-    def __init__(self, catalog: Catalog, *, idle: float = 7 * 86400.0,
-                 max_turns: int = 100) -> None:
+    """The rules of conversations, over a ``ConversationStore``; ``catalog`` says which cited
+    documents a viewer may read today."""
+
+    def __init__(self, store: ConversationStore, catalog: DocumentCatalog, *,
+                 idle: float = 7 * 86400.0, max_turns: int = 100) -> None:
+        self.store = store
         self.catalog = catalog
         self.idle = idle
         self.max_turns = max_turns
@@ -127,24 +133,21 @@ class Conversations:
         """404 unless the conversation exists, is live and is the viewer's; 409 when it holds
         as many turns as one may."""
         row = self._row(conversation_id, viewer.owner)
-        if row["turns"] >= self.max_turns:
+        if row.turns >= self.max_turns:
             raise ConflictError(
-                f"conversation {conversation_id!r} already holds {row['turns']} turns, the most "
+                f"conversation {conversation_id!r} already holds {row.turns} turns, the most "
                 "one may hold here",
                 hint="start a new conversation by leaving conversation_id out (the limit is "
                      "CITEWISE_CONVERSATION_MAX_TURNS)")
 
-    def _row(self, conversation_id: str, owner: str) -> dict:
-        row = self.catalog.connection().execute(
-            "SELECT id, owner, title, created_at, updated_at, turns FROM conversations "
-            "WHERE id = ?", (conversation_id,)).fetchone()
-        if row is None or row[1] != owner or self._expired(row[4]):
+    def _row(self, conversation_id: str, owner: str) -> ConversationRow:
+        row = self.store.get(conversation_id)
+        if row is None or row.owner != owner or self._expired(row.updated_at):
             raise NotFoundError(f"no conversation {conversation_id!r}",
                                 hint="conversations belong to who started them and end after "
                                      "a while without questions; start a new one by leaving "
                                      "conversation_id out")
-        return dict(zip(("id", "owner", "title", "created_at", "updated_at", "turns"), row,
-                        strict=True))
+        return row
 
     def _expired(self, updated_at: str) -> bool:
         return datetime.fromisoformat(updated_at) < _now() - timedelta(seconds=self.idle)
@@ -153,16 +156,8 @@ class Conversations:
               ) -> str:
         """A new conversation (or, with an id that already names one of the owner's, that
         one: the OpenAI protocol names its conversations by their first question)."""
-        owner = viewer.owner
         conversation_id = conversation_id or uuid.uuid4().hex
-        at = _iso(_now())
-        with self.catalog.transaction():
-            self.catalog.connection().execute(
-                "INSERT INTO conversations (id, owner, title, created_at, updated_at, turns) "
-                "VALUES (?, ?, ?, ?, ?, 0) ON CONFLICT(id) DO UPDATE SET updated_at = "
-                "CASE WHEN conversations.owner = excluded.owner THEN excluded.updated_at "
-                "ELSE conversations.updated_at END",
-                (conversation_id, owner, question[:200], at, at))
+        self.store.start(conversation_id, viewer.owner, question[:200], _iso(_now()))
         return conversation_id
 
     @contextmanager
@@ -182,18 +177,15 @@ class Conversations:
         return self._turns(conversation_id, viewer)
 
     def _turns(self, conversation_id: str, viewer: Viewer) -> list[Turn]:
-        rows = self.catalog.connection().execute(
-            "SELECT id, turn, question, standalone, answer, created_at, documents FROM answers "
-            "WHERE conversation_id = ? ORDER BY turn", (conversation_id,)).fetchall()
-        cited = {r[0]: set(json.loads(r[6] or "[]")) for r in rows}
+        stored = self.store.answers(conversation_id)
         readable = self.catalog.readable_documents(
-            set().union(*cited.values()) if cited else (), list(viewer.principals))
+            {d for a in stored for d in a.documents}, list(viewer.principals))
         out: list[Turn] = []
         tainted = False  # the turn before leaned, directly or through a chain, on a withheld one
-        for r in rows:
-            turn = Turn(r[0], r[1], r[2], r[3], Answer.model_validate_json(r[4]), r[5])
+        for a in stored:
+            turn = Turn(a.id, a.turn or 0, a.question, a.standalone, a.answer, a.created_at)
             rewritten = turn.standalone != turn.question
-            if not cited[r[0]] <= readable:
+            if not set(a.documents) <= readable:
                 turn = _withheld(turn, GONE)
                 tainted = True
             elif rewritten and tainted:
@@ -206,109 +198,68 @@ class Conversations:
 
     def get(self, conversation_id: str, viewer: Viewer) -> dict:
         row = self._row(conversation_id, viewer.owner)
-        return {**row, "turns": [t.as_dict() for t in self._turns(conversation_id, viewer)]}
+        return {**asdict(row), "turns": [t.as_dict() for t in self._turns(conversation_id, viewer)]}
 
-    def list(self, viewer: Viewer, limit: int = 50) -> list[dict]:
-        owner = viewer.owner
+    def owned_by(self, viewer: Viewer, limit: int = 50) -> list[dict[str, Any]]:
         since = _iso(_now() - timedelta(seconds=self.idle))
-        rows = self.catalog.connection().execute(
-            "SELECT id, title, created_at, updated_at, turns FROM conversations "
-            "WHERE owner = ? AND updated_at >= ? ORDER BY updated_at DESC LIMIT ?",
-            (owner, since, limit)).fetchall()
-        return [dict(zip(("id", "title", "created_at", "updated_at", "turns"), r, strict=True))
-                for r in rows]
+        return [row.summary() for row in self.store.owned_by(viewer.owner, since, limit)]
 
     def delete(self, conversation_id: str, viewer: Viewer) -> None:
         self._row(conversation_id, viewer.owner)
-        with self.catalog.transaction():
-            conn = self.catalog.connection()
-            conn.execute("DELETE FROM answers WHERE conversation_id = ?", (conversation_id,))
-            conn.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+        self.store.delete(conversation_id)
         with self._guard:
             self._locks.pop(conversation_id, None)
 
     def expire(self) -> int:
         """Forget conversations idle for longer than ``idle``; returns how many."""
-        before = _iso(_now() - timedelta(seconds=self.idle))
-        with self.catalog.transaction():
-            conn = self.catalog.connection()
-            ids = [r[0] for r in conn.execute(
-                "SELECT id FROM conversations WHERE updated_at < ?", (before,))]
-            # Answers with feedback stay: they are golden-set candidates.
-            conn.executemany("DELETE FROM answers WHERE conversation_id = ? AND id NOT IN "
-                             "(SELECT answer_id FROM feedback)", [(i,) for i in ids])
-            conn.executemany("DELETE FROM conversations WHERE id = ?", [(i,) for i in ids])
-        return len(ids)
+        return self.store.expire(_iso(_now() - timedelta(seconds=self.idle)))
 
     # Answers --------------------------------------------------------------------------------
     def record(self, viewer: Viewer, question: str, standalone: str, answer: Answer,
                conversation_id: str | None = None) -> str:
         """Keep an answer (for feedback, and as the conversation's next turn)."""
-        owner = viewer.owner
-        answer_id = uuid.uuid4().hex
-        at = _iso(_now())
-        documents = sorted({c.document_id for c in answer.citations})
-        with self.catalog.transaction():
-            conn = self.catalog.connection()
-            turn = None
-            if conversation_id is not None:
-                turn = conn.execute("SELECT turns FROM conversations WHERE id = ?",
-                                    (conversation_id,)).fetchone()[0] + 1
-                conn.execute("UPDATE conversations SET turns = ?, updated_at = ? WHERE id = ?",
-                             (turn, at, conversation_id))
-            conn.execute(
-                "INSERT INTO answers (id, conversation_id, turn, owner, question, standalone, "
-                "answer, documents, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (answer_id, conversation_id, turn, owner, question, standalone,
-                 answer.model_dump_json(), json.dumps(documents), at))
-        return answer_id
+        stored = self.store.add_answer(StoredAnswer(
+            id=uuid.uuid4().hex, owner=viewer.owner, question=question, standalone=standalone,
+            answer=answer, created_at=_iso(_now()), conversation_id=conversation_id,
+            documents=sorted({c.document_id for c in answer.citations})))
+        return stored.id
 
     def answer(self, answer_id: str, viewer: Viewer) -> dict:
         """One answer the viewer was given, as they may see it now (withheld like a turn)."""
-        row = self.catalog.connection().execute(
-            "SELECT id, owner, question, standalone, answer, conversation_id, turn, "
-            "created_at, documents FROM answers WHERE id = ?", (answer_id,)).fetchone()
-        if row is None or row[1] != viewer.owner:
+        stored = self.store.answer(answer_id)
+        if stored is None or stored.owner != viewer.owner:
             raise NotFoundError(f"no answer {answer_id!r}",
                                 hint="feedback is for answers you were given")
-        turn = Turn(row[0], row[6] or 0, row[2], row[3], Answer.model_validate_json(row[4]),
-                    row[7])
-        cited = set(json.loads(row[8] or "[]"))
+        turn = Turn(stored.id, stored.turn or 0, stored.question, stored.standalone,
+                    stored.answer, stored.created_at)
+        cited = set(stored.documents)
         if not cited <= self.catalog.readable_documents(cited, list(viewer.principals)):
             turn = _withheld(turn, GONE)
         return {"id": turn.answer_id, "question": turn.question, "standalone": turn.standalone,
-                "answer": turn.answer.model_dump(), "conversation_id": row[5],
+                "answer": turn.answer.model_dump(), "conversation_id": stored.conversation_id,
                 "withheld": turn.withheld is not None}
 
     def feedback(self, answer_id: str, viewer: Viewer, *, helpful: bool, comment: str | None,
                  wrong_citation: int | None) -> dict:
         self.answer(answer_id, viewer)
-        owner = viewer.principal or viewer.owner
         at = _iso(_now())
-        with self.catalog.transaction():
-            self.catalog.connection().execute(
-                "INSERT INTO feedback (answer_id, principal, helpful, comment, wrong_citation, "
-                "created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (answer_id, owner, int(helpful), comment, wrong_citation, at))
+        self.store.add_feedback(answer_id, viewer.principal or viewer.owner, helpful, comment,
+                                wrong_citation, at)
         return {"answer_id": answer_id, "helpful": helpful, "comment": comment,
                 "wrong_citation": wrong_citation, "created_at": at}
 
     def feedback_export(self, since: str | None = None) -> list[dict]:
         """Feedback with its question and answer, as golden-set candidates: a helpful answer's
         cited documents are its expected sources; an unhelpful one is a case to write."""
-        rows = self.catalog.connection().execute(
-            "SELECT f.answer_id, f.helpful, f.comment, f.wrong_citation, f.created_at, "
-            "a.question, a.standalone, a.answer FROM feedback f JOIN answers a "
-            "ON a.id = f.answer_id WHERE f.created_at >= ? ORDER BY f.created_at",
-            (since or "",)).fetchall()
         out = []
-        for answer_id, helpful, comment, wrong, at, question, standalone, answer_json in rows:
-            answer = json.loads(answer_json)
-            cited = [c for c in answer.get("citations", []) if c["n"] != wrong]
+        for given, stored in self.store.feedback_since(since or ""):
+            wrong = given["wrong_citation"]
+            cited = [c for c in stored.answer.citations if c.n != wrong]
             out.append({
-                "question": standalone or question, "asked_as": question,
-                "expected_sources": sorted({c.get("path") or c.get("url") or c["document_id"]
-                                            for c in cited}) if helpful else [],
-                "helpful": bool(helpful), "comment": comment, "wrong_citation": wrong,
-                "answer": answer.get("answer"), "answer_id": answer_id, "at": at})
+                "question": stored.standalone or stored.question, "asked_as": stored.question,
+                "expected_sources": sorted({c.path or c.url or c.document_id for c in cited})
+                if given["helpful"] else [],
+                "helpful": given["helpful"], "comment": given["comment"],
+                "wrong_citation": wrong, "answer": stored.answer.answer,
+                "answer_id": stored.id, "at": given["created_at"]})
         return out

@@ -25,7 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from citewise import metrics
 from citewise.api.identity.caller import Caller
-from citewise.api.metering.usage import Usage
+from citewise.api.metering.store import Usage
 from citewise.api.middleware import send_problem
 from citewise.errors import BadRequestError, CitewiseError, ForbiddenError
 from citewise.logs import REQUEST_ID

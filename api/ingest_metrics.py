@@ -2,13 +2,13 @@
 
 ``core/metrics.py`` counts the runs of the process that serves ``/metrics``; the nightly
 ``citewise ingest --all`` from cron runs in a process of its own, and its counters die with it.
-What every process leaves behind is its row in the catalog's ``ingest_runs`` table, so the
-gauges here are read from the catalog on each scrape: the sources with their counts and last
-success (one query), then each source's last run (one index seek per source). The vector index
-is never touched, and a catalog that cannot be read costs these gauges, never the scrape.
+What every process leaves behind is its run in the ``SourceStore``, so the gauges here are read
+from the stores on each scrape: the sources with their counts and last success, then each
+source's last run. The vector index is never touched, and stores that cannot be read cost these
+gauges, never the scrape.
 
 They are collected into a registry made per scrape, not prometheus_client's global one: the
-collector needs an app's catalog, one process (the tests, an embedding application) may build
+collector needs an app's stores, one process (the tests, an embedding application) may build
 many apps, and a collector registered globally per app would collide ("Duplicated timeseries").
 """
 
@@ -22,29 +22,32 @@ from datetime import UTC, datetime
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from citewise.index.catalog import Catalog
+from citewise.index.catalog import DocumentCatalog
+from citewise.index.source_store import SourceStore, sources_with_counts
 
 log = logging.getLogger("citewise.api")
 
-# The statuses an ingest run row takes (ingest/pipeline.py's RunReport, Catalog.start_run):
+# The statuses an ingest run row takes (ingest/pipeline.py's RunReport, SourceStore.start_run):
 # every one is exported for each source, 1 for the last run's and 0 for the others, so that an
 # alert on one of them has a series to watch whatever happened last.
 STATUSES = ("succeeded", "partial", "failed", "interrupted", "running")
 
 
-def catalog_metrics(catalog: Catalog) -> bytes:
-    """The ingest gauges of ``catalog`` in the Prometheus text format, to append to the global
+def catalog_metrics(catalog: DocumentCatalog, sources: SourceStore) -> bytes:
+    """The ingest gauges of these stores in the Prometheus text format, to append to the global
     registry's output (the two share no metric names)."""
     registry = CollectorRegistry()
-    registry.register(IngestRunCollector(catalog))
+    registry.register(IngestRunCollector(catalog, sources))
     return generate_latest(registry)
 
 
 class IngestRunCollector:
     """A prometheus_client custom collector over the catalog's sources and ingest runs."""
 
-    def __init__(self, catalog: Catalog, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, catalog: DocumentCatalog, sources: SourceStore,
+                 clock: Callable[[], float] = time.time) -> None:
         self.catalog = catalog
+        self.sources = sources
         self.clock = clock
 
     def collect(self) -> Iterator[Metric]:
@@ -89,13 +92,13 @@ class IngestRunCollector:
             "1 for the status of the source's last ingest run, 0 for the others: "
             + ", ".join(STATUSES), labels=["source", "status"])
 
-        for source in self.catalog.list_sources():
+        for source in sources_with_counts(self.sources, self.catalog):
             name = source["name"]
             documents.add_metric([name], source["documents"])
             chunks.add_metric([name], source["chunks"])
             last_success.add_metric([name], _seconds(source["last_success_at"]) or 0.0)
             last_completed.add_metric([name], _seconds(source.get("last_completed_at")) or 0.0)
-            runs = self.catalog.list_runs(name, limit=1)
+            runs = self.sources.list_runs(name, limit=1)
             if not runs:
                 continue
             run = runs[0]
@@ -115,7 +118,7 @@ class IngestRunCollector:
 
 
 def _seconds(stamp: str | None) -> float | None:
-    """Unix seconds of a catalog timestamp (ISO 8601, UTC; Catalog's ``now()``)."""
+    """Unix seconds of a stored timestamp (ISO 8601, UTC; ``index.catalog.now()``)."""
     if not stamp:
         return None
     moment = datetime.fromisoformat(stamp)

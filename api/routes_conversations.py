@@ -85,8 +85,8 @@ class FeedbackView(ResponseBody):
 def list_conversations(request: Request, who: Annotated[Caller, Depends(caller)],
                        limit: Annotated[int, Query(ge=1, le=200)] = 50) -> dict:
     """The caller's live conversations, most recent first."""
-    return {"conversations": request.app.state.services.conversations.list(Viewer.of(who),
-                                                                           limit)}
+    conversations = request.app.state.services.conversations
+    return {"conversations": conversations.owned_by(Viewer.of(who), limit)}
 
 
 # Unset fields are left out: a turn that is not withheld has no withheld_reason.

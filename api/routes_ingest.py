@@ -120,7 +120,7 @@ def start(body: IngestRequest, request: Request,
     try:
         sources = resolve_sources(
             settings.sources,
-            services.catalog,
+            services.sources,
             data_dir=settings.data_dir,
             default_readers=settings.default_readers,
             path=body.path,
@@ -161,14 +161,14 @@ def list_runs(
     source: Annotated[str | None, Query(max_length=63)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 20,
 ) -> dict:
-    return {"runs": request.app.state.services.catalog.list_runs(source, limit)}
+    return {"runs": request.app.state.services.sources.list_runs(source, limit)}
 
 
 @router.get("/runs/{run_id}", response_model=RunDetail,
             summary="One ingest run with its per-document errors",
             responses=problems({404: "No ingest run of that id."}))
 def get_run(run_id: Annotated[int, Path(ge=1, le=MAX_ID)], request: Request) -> dict:
-    run = request.app.state.services.catalog.get_run(run_id)
+    run = request.app.state.services.sources.get_run(run_id)
     if run is None:
         raise NotFoundError(f"no ingest run {run_id}")
     return run

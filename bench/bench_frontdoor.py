@@ -27,11 +27,9 @@ from starlette.datastructures import Headers  # noqa: E402
 from starlette.responses import JSONResponse  # noqa: E402
 from starlette.routing import Route  # noqa: E402
 
-from citewise.api.composition import build_door  # noqa: E402
+from citewise.api.composition import build_door, build_stores  # noqa: E402
 from citewise.api.frontdoor import FrontDoor  # noqa: E402
-from citewise.api.identity.keys import KeyStore  # noqa: E402
 from citewise.api.settings import Settings  # noqa: E402
-from citewise.index.catalog import Catalog  # noqa: E402
 from tests.fakes.identity_provider import IdentityProvider  # noqa: E402
 
 N = 3000
@@ -83,15 +81,15 @@ def _timed(app, headers, n=N) -> dict:
 def main() -> None:
     out_dir = ROOT / "bench" / "results"
     with tempfile.TemporaryDirectory() as tmp, IdentityProvider() as idp:
-        catalog = Catalog(Path(tmp) / "catalog.db")
+        stores = build_stores(Settings(data_dir=Path(tmp)))
         settings = Settings(data_dir=Path(tmp), require_auth=True,
                             access_team_domain=idp.access_issuer, access_aud=AUD,
                             access_jwks_url=idp.access_certs_url,
                             rate_search_per_minute=10**9, quota_search_per_day=10**9)
-        door = build_door(settings, catalog)
-        _, secret = KeyStore(catalog).create("bench", "search")
+        door = build_door(settings, stores)
+        _, secret = door.keys.create("bench", "search")
         token = idp.access_token("dana@example.com", AUD)
-        local_door = build_door(Settings(data_dir=Path(tmp), rate_search_per_minute=10**9), catalog)
+        local_door = build_door(Settings(data_dir=Path(tmp), rate_search_per_minute=10**9), stores)
 
         bare = _timed(_app(door, False), [])
         with_key = _timed(_app(door, True), [(b"authorization", f"Bearer {secret}".encode())])
@@ -113,7 +111,7 @@ def main() -> None:
 
         key_verify = parts(lambda: door.authenticator.authenticate(headers_key, "10.0.0.5"))
         jwt_verify = parts(lambda: door.authenticator.authenticate(headers_jwt, "10.0.0.5"))
-        catalog.close()
+        stores.close()
 
     result = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

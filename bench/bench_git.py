@@ -202,7 +202,7 @@ def main() -> None:
                   file=sys.stderr)
 
             results["resync_no_new_commit"] = timed_run(services, repo)
-            services.catalog.set_source_state("mono", {})
+            services.sources.set_source_state("mono", {})
             results["full_comparison_no_changes"] = timed_run(services, repo)
         finally:
             services.close()

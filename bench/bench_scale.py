@@ -35,12 +35,14 @@ import platform
 import random
 import shutil
 import signal
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -83,8 +85,10 @@ def _ingest(config: Path) -> dict:
             embedded += report.counts.chunks_embedded
             print(f"  {report.summary()}", file=sys.stderr)
         chunks = services.catalog.count_chunks()
-        titles = [r[0] for r in services.catalog.connection().execute(
-            "SELECT DISTINCT heading FROM chunks WHERE length(heading) > 12 LIMIT 4000")]
+        # Read from the database file beside the services (a bench may; the services may not).
+        with closing(sqlite3.connect(settings.data.catalog_path)) as stored:
+            titles = [r[0] for r in stored.execute(
+                "SELECT DISTINCT heading FROM chunks WHERE length(heading) > 12 LIMIT 4000")]
     finally:
         services.close()
     return {"seconds": round(time.perf_counter() - started, 1), "chunks": chunks,

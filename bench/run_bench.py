@@ -285,8 +285,8 @@ def chunk_texts(services: Services, sources: list[SourceConfig]) -> list[str]:
     for source in sources:
         records = services.catalog.documents_of_source(source.name)
         for record in sorted(records.values(), key=lambda r: r.id):
-            for chunk in services.catalog.chunks_of(record.id):
-                texts.append(embedding_text(record.title, chunk["heading"] or "", chunk["text"]))
+            for chunk in services.catalog.chunk_rows(record.id):
+                texts.append(embedding_text(record.title, chunk.heading or "", chunk.text))
     return texts
 
 
@@ -318,8 +318,8 @@ def build_queries(services: Services, sources: list[SourceConfig], n: int) -> li
                 alerts.add(stem)
             if record.title and record.title != stem:
                 titles.add(record.title.strip())
-            for chunk in services.catalog.chunks_of(record.id):
-                last = (chunk["heading"] or "").rsplit(" > ", 1)[-1].strip()
+            for chunk in services.catalog.chunk_rows(record.id):
+                last = (chunk.heading or "").rsplit(" > ", 1)[-1].strip()
                 if last and len(last) <= 80:
                     headings.add((last, record.title.strip()))
     phrasings = {

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from citewise.errors import BackendError
-from citewise.index.catalog import Catalog
+from citewise.index.catalog import DocumentCatalog
 from citewise.index.vector_index import (
     ChunkPoint,
     IndexFilter,
@@ -54,23 +54,23 @@ RETIRED = "index_generations_retired"
 _NAME = re.compile(r"^g(\d+)$")
 
 
-def live_generation(catalog: Catalog) -> str:
+def live_generation(catalog: DocumentCatalog) -> str:
     return catalog.meta(LIVE) or ""
 
 
-def building_generation(catalog: Catalog) -> dict[str, Any] | None:
+def building_generation(catalog: DocumentCatalog) -> dict[str, Any] | None:
     """``{"name", "settings", "started_at"}`` of the generation a reindex is building (or left
     half-built when it was interrupted), else None."""
     text = catalog.meta(BUILDING)
     return json.loads(text) if text else None
 
 
-def retired_generations(catalog: Catalog) -> list[str]:
+def retired_generations(catalog: DocumentCatalog) -> list[str]:
     text = catalog.meta(RETIRED)
     return json.loads(text) if text else []
 
 
-def live_settings(catalog: Catalog) -> dict[str, Any] | None:
+def live_settings(catalog: DocumentCatalog) -> dict[str, Any] | None:
     """The settings a reindex built the live generation with; None if no reindex did."""
     text = catalog.meta(SETTINGS)
     return json.loads(text) if text else None
@@ -142,7 +142,7 @@ class LiveIndex:
     settings.
     """
 
-    def __init__(self, catalog: Catalog, store: IndexStore, *,
+    def __init__(self, catalog: DocumentCatalog, store: IndexStore, *,
                  expected_model: str | None = None,
                  load_model: Callable[[dict[str, Any]], ModelChange] | None = None) -> None:
         self.catalog = catalog

@@ -30,7 +30,7 @@ from typing import Any
 from citewise import __version__
 from citewise.errors import CitewiseError, ConfigError
 from citewise.index.blobs import BlobStore, LocalBlobStore, blob_key
-from citewise.index.generations import BUILDING, LIVE
+from citewise.index.sqlite_catalog import forget_generations, summarise_copy
 from citewise.ingest.space import DiskSpace
 from citewise.private_files import make_private, private_folder
 from citewise.settings import DataFolder
@@ -59,13 +59,9 @@ def backup(data: DataFolder, blobs: BlobStore, dest: Path, *, config_file: Path 
     if data.embedding_cache_path.exists():
         _sqlite_copy(data.embedding_cache_path, partial / "embeddings.db")
     # The blobs the copied catalog refers to: the same moment as the catalog.
-    with sqlite3.connect(partial / "catalog.db") as conn:
-        keys = sorted({r[0] for r in conn.execute("SELECT DISTINCT blob_key FROM documents")})
-        documents = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
-        chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-        schema = conn.execute("PRAGMA user_version").fetchone()[0]
+    copied = summarise_copy(partial / "catalog.db")
     missing, size = [], 0
-    for key in keys:
+    for key in copied.blob_keys:
         try:
             content = blobs.get(key)
         except KeyError:
@@ -82,10 +78,11 @@ def backup(data: DataFolder, blobs: BlobStore, dest: Path, *, config_file: Path 
     # ``copy2`` carries the config file's own mode.
     make_private(partial)
     manifest: dict[str, Any] = {
-        "format": FORMAT, "citewise": __version__, "schema": schema,
+        "format": FORMAT, "citewise": __version__, "schema": copied.versions,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "data_dir": str(data.root), "blob_store": blob_store,
-        "documents": documents, "chunks": chunks, "blobs": len(keys) - len(missing),
+        "documents": copied.documents, "chunks": copied.chunks,
+        "blobs": len(copied.blob_keys) - len(missing),
         "blob_bytes": size, "missing_blobs": missing,
         "files": {name: _sha256(partial / name) for name in ("catalog.db", "embeddings.db")
                   if (partial / name).exists()},
@@ -151,25 +148,16 @@ def restore(source: Path, data: DataFolder, blobs: BlobStore, *,
             tmp = target.with_suffix(".restoring")
             shutil.copyfile(source / name, tmp)
             if name == "catalog.db":
-                _first_generation(tmp)
+                # The index is rebuilt where the settings put a first generation (the data
+                # folder's ``qdrant``, the collection CITEWISE_QDRANT_COLLECTION), never under
+                # the name of the installation's live one, which may be in use on the same
+                # Qdrant server; a reindex the backup caught half-way is forgotten (its staging
+                # folder was not copied).
+                forget_generations(tmp)
             tmp.replace(target)
     # The restored folder is as private as the one it was copied from (``private_files``).
     make_private(data.root)
     return manifest
-
-
-def _first_generation(catalog: Path) -> None:
-    """The restored index is rebuilt where the settings put a first generation (the data
-    folder's ``qdrant``, the collection ``CITEWISE_QDRANT_COLLECTION``), never under the name of
-    the installation's live one, which may be in use on the same Qdrant server; a reindex the
-    backup caught half-way is forgotten (its staging folder was not copied)."""
-    conn = sqlite3.connect(catalog)
-    try:
-        with conn:
-            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone():
-                conn.execute("DELETE FROM meta WHERE key IN (?, ?)", (LIVE, BUILDING))
-    finally:
-        conn.close()
 
 
 def _sqlite_copy(path: Path, target: Path) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from citewise.index.blobs import BlobStore
-from citewise.index.catalog import Catalog, chunk_point_id
+from citewise.index.catalog import DocumentCatalog, chunk_point_id
 from citewise.index.payload import ChunkPayload, DocumentPayload
 from citewise.index.vector_index import VectorIndex
 from citewise.private_files import describe, too_open
@@ -60,7 +60,7 @@ class IndexHealth:
                 "source's documents are missing and removes points nothing refers to")
 
 
-def check(catalog: Catalog, index: VectorIndex, sample: int = SAMPLE) -> IndexHealth:
+def check(catalog: DocumentCatalog, index: VectorIndex, sample: int = SAMPLE) -> IndexHealth:
     ids = catalog.sample_chunk_ids(sample)
     return IndexHealth(
         catalog_chunks=catalog.count_chunks(),
@@ -78,7 +78,7 @@ class Reconciled:
     incomplete: set[str] = field(default_factory=set)
 
 
-def reconcile(catalog: Catalog, index: VectorIndex) -> Reconciled:
+def reconcile(catalog: DocumentCatalog, index: VectorIndex) -> Reconciled:
     """Delete points no live chunk owns; return the documents that lack points.
 
     Call it with no swap open (after ``VersionSwap.recover``) and no other writer running.
@@ -122,7 +122,7 @@ class Finding:
         return self.text
 
 
-def inspect(catalog: Catalog, index: VectorIndex, blobs: BlobStore) -> list[Finding]:
+def inspect(catalog: DocumentCatalog, index: VectorIndex, blobs: BlobStore) -> list[Finding]:
     """Everything that disagrees between the catalog, the vector index and the blob store.
 
     Every live chunk has exactly one point, of the live version, whose payload says what the
@@ -276,7 +276,7 @@ RESTORE_OR_REBUILD = ("restore the data folder from a backup (`citewise --data-d
                       "deletes them")
 
 
-def lost_catalog(catalog: Catalog, index: VectorIndex, blobs: BlobStore,
+def lost_catalog(catalog: DocumentCatalog, index: VectorIndex, blobs: BlobStore,
                  findings: list[Finding]) -> LostCatalog | None:
     """``findings`` (from ``inspect``) seen as a whole: a lost catalog, or ``None``."""
     stray = [f for f in findings if f.kind == "orphan_point"]
@@ -294,12 +294,12 @@ def lost_catalog(catalog: Catalog, index: VectorIndex, blobs: BlobStore,
     return lost if most and few else None
 
 
-def verify(catalog: Catalog, index: VectorIndex, blobs: BlobStore) -> list[str]:
+def verify(catalog: DocumentCatalog, index: VectorIndex, blobs: BlobStore) -> list[str]:
     """``inspect`` in words; empty when the three stores agree."""
     return [str(f) for f in inspect(catalog, index, blobs)]
 
 
-def _expected_payloads(catalog: Catalog, document_id: str) -> dict[str, dict[str, Any]]:
+def _expected_payloads(catalog: DocumentCatalog, document_id: str) -> dict[str, dict[str, Any]]:
     record = catalog.get_document(document_id)
     if record is None:
         return {}

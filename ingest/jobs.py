@@ -16,7 +16,7 @@ from typing import Any
 
 from citewise.connectors.registry import build_connector
 from citewise.errors import CitewiseError, NotFoundError, RunLockedError
-from citewise.index.catalog import RunCounts
+from citewise.index.source_store import RunCounts
 from citewise.ingest.pipeline import IngestPipeline, RunReport
 from citewise.ingest.progress import ProgressSink, TerminalProgress
 from citewise.ingest.reindex import check_index_settings

@@ -57,9 +57,8 @@ from citewise.errors import (
 )
 from citewise.index.blobs import BlobStore, blob_key
 from citewise.index.catalog import (
-    Catalog,
+    DocumentCatalog,
     DocumentRecord,
-    RunCounts,
     chunk_point_id,
     document_id,
     now,
@@ -68,6 +67,7 @@ from citewise.index.dense import DenseEncoder, embedding_text
 from citewise.index.injection import injected_chunks
 from citewise.index.outline import Outline
 from citewise.index.payload import ChunkPayload, DocumentPayload
+from citewise.index.source_store import RunCounts, SourceStore
 from citewise.index.sparse import Bm25Encoder
 from citewise.index.vector_index import ChunkPoint, VectorIndex
 from citewise.ingest.anchors import anchor_style
@@ -148,7 +148,8 @@ class IngestPipeline:
     def __init__(
         self,
         *,
-        catalog: Catalog,
+        catalog: DocumentCatalog,
+        sources: SourceStore,
         index: VectorIndex,
         blobs: BlobStore,
         dense: DenseEncoder,
@@ -159,6 +160,7 @@ class IngestPipeline:
         embed_window: int = EMBED_WINDOW,
     ) -> None:
         self.catalog = catalog
+        self.sources = sources
         self.index = index
         self.blobs = blobs
         self.dense = dense
@@ -217,8 +219,8 @@ class IngestPipeline:
         """
         progress = progress or SilentProgress()
         started = time.monotonic()
-        self.catalog.ensure_source(source, source_type, config or {})
-        run_id = self.catalog.start_run(source, trigger)
+        self.sources.ensure_source(source, source_type, config or {})
+        run_id = self.sources.start_run(source, trigger)
         counts = RunCounts()
         report = RunReport(run_id, source, "running", counts, 0.0)
         metrics.INGEST_RUNNING.inc()
@@ -227,11 +229,11 @@ class IngestPipeline:
         except BaseException as e:
             metrics.INGEST_RUNNING.dec()
             return self._not_started(report, started, e)
-        self.catalog.keep_room_for_final_word()
+        self.sources.keep_room_for_final_word()
         definition = None if config is None else definition_digest(
             config, getattr(connector, "reach_options", frozenset()))
-        state = SourceState(self.catalog, source, self.signature, incomplete=incomplete,
-                            definition=definition)
+        state = SourceState(self.catalog, self.sources, source, self.signature,
+                            incomplete=incomplete, definition=definition)
         held: list[_Prepared] = []  # emptied documents, written only if the brake allows
 
         # Three stages (overlap.py), in order: read and parse, embed, write. With a remote model
@@ -271,7 +273,7 @@ class IngestPipeline:
                 def store() -> None:
                     self._store_batch(source, prepared, texts, vectors, counts, report)
                     progress.documents(docs)
-                    self.catalog.update_run(run_id, counts)
+                    self.sources.update_run(run_id, counts)
                     if on_counts:
                         on_counts(counts)
 
@@ -407,7 +409,7 @@ class IngestPipeline:
         forced run), not only the last run's, so a loss spread over several runs trips it too.
         """
         existing = len(state.existing)
-        healthy = max(existing, self.catalog.healthy_documents(source) or 0)
+        healthy = max(existing, self.sources.healthy_documents(source) or 0)
         if force or healthy < MASS_DELETION_MIN_DOCUMENTS or not losing:
             return
         remaining = existing + added - losing
@@ -441,21 +443,22 @@ class IngestPipeline:
     def _note_healthy_size(self, source: str, state: SourceState, force: bool) -> None:
         """A source's healthy size grows with it, and is reset by a forced run."""
         now_count = self.catalog.count_documents(source, with_content=True)
-        healthy = self.catalog.healthy_documents(source)
+        healthy = self.sources.healthy_documents(source)
         if force or healthy is None or now_count > healthy:
-            self.catalog.set_healthy_documents(source, now_count)
+            self.sources.set_healthy_documents(source, now_count)
 
     def _finish(self, report: RunReport, started: float) -> None:
         report.seconds = time.monotonic() - started
         try:
             try:
-                self.catalog.finish_run(report.run_id, report.counts, report.status,
+                self.sources.finish_run(report.run_id, report.counts, report.status,
                                         report.message)
             except DiskFullError:
-                # The room kept for this (catalog.FINAL_WORD_BYTES), given back to the disk.
-                if not self.catalog.free_room_for_final_word():
+                # The room kept for this (``SourceStore.keep_room_for_final_word``), given
+                # back to the disk.
+                if not self.sources.free_room_for_final_word():
                     raise
-                self.catalog.finish_run(report.run_id, report.counts, report.status,
+                self.sources.finish_run(report.run_id, report.counts, report.status,
                                         report.message)
         except StoreUnavailableError as e:
             # A full disk may refuse even this; the next run marks this one interrupted.
@@ -467,7 +470,7 @@ class IngestPipeline:
         with self._failing:  # parsing and writing fail documents from two threads
             report.counts.failed += 1
         report.errors.append((external_id, error))
-        self.catalog.record_error(report.run_id, source, external_id, error)
+        self.sources.record_error(report.run_id, source, external_id, error)
         metrics.INGEST_DOCUMENTS.labels(source, "failed").inc()
         log.warning("%s: %s: %s", source, external_id, error)
 
@@ -475,13 +478,13 @@ class IngestPipeline:
         message = f"{error.scope}: {error.message}"
         if error.warning:
             report.warnings.append(message)
-            self.catalog.record_error(report.run_id, source, None, f"warning: {message}")
+            self.sources.record_error(report.run_id, source, None, f"warning: {message}")
             log.warning("%s: %s", source, message)
             return
         report.run_errors.append(message)
         if error.retry:
             report.retry.append(error.retry)
-        self.catalog.record_error(report.run_id, source, None, message)
+        self.sources.record_error(report.run_id, source, None, message)
         log.warning("%s: %s", source, message)
 
     def _prepare(

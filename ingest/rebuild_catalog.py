@@ -93,9 +93,10 @@ def rebuild_catalog(pipeline: IngestPipeline, source_types: dict[str, str]) -> R
                                            pipeline)
         if not exact_id:
             report.guessed_external_ids.append(doc_id)
-        if catalog.get_source(record.source) is None:
+        if pipeline.sources.get_source(record.source) is None:
             # Its next run records its settings; no cursor, so it reads the source whole.
-            catalog.ensure_source(record.source, source_types.get(record.source, "unknown"), {})
+            pipeline.sources.ensure_source(
+                record.source, source_types.get(record.source, "unknown"), {})
         catalog.save_document(record, chunks, [pid for pid, _ in points])
         report.documents += 1
         report.chunks += len(chunks)

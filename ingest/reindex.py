@@ -6,15 +6,16 @@ vectors. Re-indexing in place would mix old and new chunks in search for the len
 *generation* (``index/generations.py``) is built while the live one keeps serving:
 
 1. ``building``: the generation's name and target settings are recorded in the catalog's
-   ``meta`` table; its chunk rows go to a catalog of its own (``<data dir>/reindex/<name>/``)
-   and its vectors to its own folder or collection.
+   ``meta``; its chunk rows go to a catalog of its own (``index/staging.py``: with the
+   embedded database, ``<data dir>/reindex/<name>/``) and its vectors to its own folder or
+   collection.
 2. ``build``: every document of the live catalog is chunked, embedded and written again from
    its stored bytes in the blob store (no source is read; the embedding cache answers for
    every chunk text embedded before), by the ingest pipeline itself, with its progress bars.
 3. ``verify``: the new catalog holds exactly the live documents, and its vector index exactly
    its chunks, payloads included (``consistency.inspect``). A document that failed, or any
    disagreement, stops here: nothing is switched.
-4. ``switch``: one SQLite transaction replaces the live catalog's documents, chunks and
+4. ``switch``: one catalog transaction replaces the live catalog's documents, chunks and
    outlines with the new ones and moves the pointer. Every ``LiveIndex`` (this process, a
    server in another) searches the new generation from its next call; a search in flight
    finishes on the old one, or starts again on the new one if it straddled the switch.
@@ -35,18 +36,17 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
-import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any, ClassVar
 
 from citewise.connectors.frontmatter import FrontMatterError, split_front_matter
 from citewise.errors import CitewiseError, ConfigError, StoreUnavailableError
 from citewise.index.blobs import BlobStore
-from citewise.index.catalog import Catalog, DocumentRecord, now
+from citewise.index.catalog import DocumentCatalog, DocumentRecord, now
 from citewise.index.dense import DenseEncoder
 from citewise.index.generations import (
     BUILDING,
@@ -62,7 +62,10 @@ from citewise.index.generations import (
     next_generation,
     retired_generations,
 )
+from citewise.index.source_store import SourceStore
 from citewise.index.sparse import Bm25Encoder
+from citewise.index.staging import CatalogStaging, StagedCatalog
+from citewise.index.vector_index import VectorIndex
 from citewise.ingest.chunking import Chunkers
 from citewise.ingest.consistency import inspect
 from citewise.ingest.pipeline import IngestPipeline
@@ -96,18 +99,22 @@ class ReindexReport:
     failures: list[str] = field(default_factory=list)  # documents that could not be rebuilt
     problems: list[str] = field(default_factory=list)  # what verification found
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
 class Reindexer:
     """Builds a generation with the configured settings and switches to it (see the module)."""
 
-    def __init__(self, *, catalog: Catalog, blobs: BlobStore, dense: DenseEncoder,
+    def __init__(self, *, catalog: DocumentCatalog, sources: SourceStore,
+                 staging: CatalogStaging, blobs: BlobStore, dense: DenseEncoder,
                  sparse: Bm25Encoder, store: IndexStore, chunk_max_tokens: int,
                  data_dir: Path, drop_delay: float = 1.0, min_free_bytes: int = 0,
-                 embedding_source: dict | None = None, owned: bool = False) -> None:
+                 embedding_source: dict[str, Any] | None = None, owned: bool = False) -> None:
         self.catalog = catalog
+        self.sources = sources
+        # Where the new generation's catalog is built (the composition root's choice).
+        self.staging = staging
         self.blobs = blobs
         self.dense = dense
         self.sparse = sparse
@@ -131,18 +138,15 @@ class Reindexer:
         if self._owned:
             self.store.close()
             self.catalog.close()
-
-    def staging_dir(self, generation: str) -> Path:
-        return self.data_dir / "reindex" / generation
+            self.sources.close()
 
     # What there is to do ---------------------------------------------------------------------
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         """The live generation and what it was built with, the configured settings, how many
         documents were indexed with others, and a half-built generation if there is one."""
         building = building_generation(self.catalog)
         if building is not None:
-            staged = self.staging_dir(building["name"]) / "catalog.db"
-            building["documents_done"] = _count_documents(staged)
+            building["documents_done"] = self.staging.documents(building["name"])
         stored = self.store.names()
         return {
             "live": live_generation(self.catalog),
@@ -194,8 +198,7 @@ class Reindexer:
         report.built, report.model = name, self.dense.model_id
         self._clean_up(live, name, report)
         started = time.monotonic()
-        staged_path = self.staging_dir(name) / "catalog.db"
-        staged = Catalog(staged_path)
+        staged = self.staging.open(name)
         index = self.store.open(name)
         try:
             self._build(staged, index, report, progress)
@@ -214,7 +217,7 @@ class Reindexer:
             staged.close()
         switch_started = time.perf_counter()
         retired = sorted({*retired_generations(catalog), live})
-        catalog.switch_generation(staged_path, {
+        catalog.switch_generation(staged.catalog, {
             LIVE: name, BUILDING: "", EMBEDDING_MODEL: self.dense.model_id,
             EMBEDDING_SOURCE: json.dumps(self.embedding_source or {}),
             SETTINGS: json.dumps(target), RETIRED: json.dumps(retired)})
@@ -223,51 +226,52 @@ class Reindexer:
         log.info("reindex: generation %r is live (was %r); switched in %.1f ms", name, live,
                  report.switch_ms)
         crash_point("reindex-switched")
-        shutil.rmtree(self.staging_dir(name), ignore_errors=True)
+        self.staging.discard()
         if self.drop_delay:
             time.sleep(self.drop_delay)
         self._clean_up(name, None, report)
         return report
 
-    def _build(self, staged: Catalog, index, report: ReindexReport,
+    def _build(self, staged: StagedCatalog, index: VectorIndex, report: ReindexReport,
                progress: Callable[[str], ProgressSink] | None) -> None:
-        pipeline = IngestPipeline(catalog=staged, index=index, blobs=self.blobs,
+        pipeline = IngestPipeline(catalog=staged.catalog, sources=staged.sources, index=index,
+                                  blobs=self.blobs,
                                   dense=self.dense, sparse=self.sparse,
                                   chunk_max_tokens=self.chunk_max_tokens, work_dir=self.data_dir,
                                   min_free_bytes=self.min_free_bytes)
-        live = list(self.catalog.db["sources"].rows)
-        known = {source["name"] for source in live}
+        live = self.sources.list_sources()
+        known = {source.name for source in live}
         # A source removed since a resumed build began: its staged documents go too.
-        gone = [source for source in staged.db["sources"].rows if source["name"] not in known]
+        gone = [source for source in staged.sources.list_sources() if source.name not in known]
         for source in live + gone:
-            records = list(self.catalog.documents_of_source(source["name"]).values())
-            if not records and not staged.documents_of_source(source["name"]):
+            records = list(self.catalog.documents_of_source(source.name).values())
+            if not records and not staged.catalog.documents_of_source(source.name):
                 continue
             # The live catalog is the truth: a resumed build whose source shrank (or emptied)
             # since it began follows it, mass-deletion brake off (``force``).
             run = pipeline.run(
-                source["name"], source["type"], StoredDocuments(records, self.blobs),
-                config=json.loads(source["config"] or "{}"), trigger="reindex", force=True,
-                progress=progress(source["name"]) if progress else None)
+                source.name, source.type, StoredDocuments(records, self.blobs),
+                config=source.config, trigger="reindex", force=True,
+                progress=progress(source.name) if progress else None)
             report.chunks_embedded += run.counts.chunks_embedded
-            report.failures += [f"{source['name']}/{ext}: {error}" for ext, error in run.errors]
+            report.failures += [f"{source.name}/{ext}: {error}" for ext, error in run.errors]
             if run.status not in ("succeeded", "partial"):
-                report.failures.append(f"{source['name']}: {run.message or run.status}")
-        report.documents = staged.count_documents()
-        report.chunks = staged.count_chunks()
+                report.failures.append(f"{source.name}: {run.message or run.status}")
+        report.documents = staged.catalog.count_documents()
+        report.chunks = staged.catalog.count_chunks()
 
-    def _verify(self, staged: Catalog, index) -> list[str]:
+    def _verify(self, staged: StagedCatalog, index: VectorIndex) -> list[str]:
         """What stops the switch: documents the new catalog lacks or holds in another version
         of their bytes, and any disagreement between it and its vector index."""
-        ours = {r["id"]: r["content_hash"] for r in self.catalog.db["documents"].rows}
-        theirs = {r["id"]: r["content_hash"] for r in staged.db["documents"].rows}
+        ours = self.catalog.content_hashes()
+        theirs = staged.catalog.content_hashes()
         problems = [f"document {d} is not in the rebuilt index" for d in sorted(set(ours) - set(
             theirs))]
         problems += [f"document {d} is in the rebuilt index but no longer live"
                      for d in sorted(set(theirs) - set(ours))]
         problems += [f"document {d} was rebuilt from other bytes than the live version's"
                      for d in sorted(set(ours) & set(theirs)) if ours[d] != theirs[d]]
-        problems += [f.text for f in inspect(staged, index, self.blobs)
+        problems += [f.text for f in inspect(staged.catalog, index, self.blobs)
                      if f.kind in _INDEX_FINDINGS]
         return problems
 
@@ -287,13 +291,7 @@ class Reindexer:
             else:  # dropped by the server that held it
                 report.dropped.append(name)
         self.catalog.set_meta(RETIRED, json.dumps(left))
-        root = self.data_dir / "reindex"
-        if root.is_dir():
-            for folder in root.iterdir():
-                if folder.name != building:
-                    shutil.rmtree(folder, ignore_errors=True)
-            if not any(root.iterdir()):
-                root.rmdir()
+        self.staging.discard(keep=building)
 
     def _drop(self, name: str, report: ReindexReport) -> None:
         try:
@@ -307,13 +305,15 @@ class Reindexer:
 
     def _discard(self, name: str) -> None:
         self.store.drop(name)
-        shutil.rmtree(self.staging_dir(name), ignore_errors=True)
+        self.staging.discard()
         self.catalog.set_meta(BUILDING, "")
 
 
 class StoredDocuments:
     """A load connector over catalog documents, read back from the blob store: what the
     pipeline needs to chunk them again without their source."""
+
+    source_type: ClassVar[str] = "stored"  # the run names each source's own type
 
     def __init__(self, records: list[DocumentRecord], blobs: BlobStore) -> None:
         self.records = records
@@ -374,13 +374,13 @@ def stored_body(content: bytes, record: DocumentRecord) -> tuple[str, int]:
     return (lines[offset] if len(lines) > offset else ""), offset
 
 
-def stale_documents(catalog: Catalog, signature: IndexSignature) -> int:
+def stale_documents(catalog: DocumentCatalog, signature: IndexSignature) -> int:
     """How many documents were indexed with settings other than ``signature``'s."""
     return sum(n for media_type, indexed, n in catalog.signature_counts()
                if indexed != signature(media_type))
 
 
-def check_index_settings(catalog: Catalog, signature: IndexSignature) -> None:
+def check_index_settings(catalog: DocumentCatalog, signature: IndexSignature) -> None:
     """Refuse an ingest run whose settings differ from those `citewise reindex` built the live
     index with: it would re-index every document in place, undoing the rebuild one document at
     a time (a server started before the reindex still has the old settings). An index no
@@ -398,14 +398,3 @@ def check_index_settings(catalog: Catalog, signature: IndexSignature) -> None:
              "restart this process (a server started before the reindex) with the settings "
              "the index was built with")
 
-
-def _count_documents(path: Path) -> int:
-    if not path.exists():
-        return 0
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
-    except sqlite3.Error:
-        return 0
-    finally:
-        conn.close()

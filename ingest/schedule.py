@@ -36,7 +36,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from citewise.errors import CitewiseError, ConfigError
 
 if TYPE_CHECKING:
-    from citewise.index.catalog import Catalog
+    from citewise.index.source_store import SourceStore
     from citewise.settings import SourceConfig
 
 log = logging.getLogger("citewise.ingest")
@@ -177,9 +177,9 @@ def plan(default: str | None, sources: Sequence[SourceConfig]) -> list[Planned]:
     return out
 
 
-def last_run_started(catalog: Catalog, source: str) -> datetime | None:
+def last_run_started(sources: SourceStore, source: str) -> datetime | None:
     """When the source's last run (of any process, any outcome) started."""
-    runs = catalog.list_runs(source, limit=1)
+    runs = sources.list_runs(source, limit=1)
     if not runs or not runs[0].get("started_at"):
         return None
     started = datetime.fromisoformat(runs[0]["started_at"])

@@ -23,7 +23,7 @@ from citewise.errors import (
     InvalidRequestError,
     NotFoundError,
 )
-from citewise.index.catalog import Catalog
+from citewise.index.source_store import SourceStore
 from citewise.settings import SourceConfig, find_source
 from citewise.types import normalise_readers
 
@@ -82,7 +82,7 @@ def ingest_folder(path: str, *, data_dir: Path, allowed: list[Path] | None) -> P
 
 def resolve_sources(
     declared: list[SourceConfig],
-    catalog: Catalog | None,
+    registered: SourceStore | None,
     *,
     data_dir: Path,
     default_readers: list[str] | None,
@@ -121,10 +121,10 @@ def resolve_sources(
                 hint="pick another name with --name",
             )
         return [same_name]
-    if catalog is not None:
-        known = catalog.get_source(source_name)
+    if registered is not None:
+        known = registered.get_source(source_name)
         if known is not None:
-            old = known["config"].get("path")
+            old = known.config.get("path")
             if old and Path(old).resolve() != folder:
                 # Re-using the name would treat every document of the old folder as deleted.
                 raise ConflictError(

@@ -5,7 +5,7 @@ this the version already indexed?" (same bytes, same index signature); for synci
 builds the ``SyncRequest`` from the stored state and stores checkpoints and the final cursor; at
 the end of a run it says which catalog documents are gone from the source.
 
-Stored per source (``sources.state`` in the catalog), as the sync contract describes it
+Stored per source (its ``state`` in the ``SourceStore``), as the sync contract describes it
 (``connectors/base.py``):
 
 * ``cursor``: what the connector returned when the last run finished (a commit, a time);
@@ -23,7 +23,8 @@ import logging
 from typing import Any
 
 from citewise.connectors.base import SyncRequest
-from citewise.index.catalog import Catalog, DocumentRecord
+from citewise.index.catalog import DocumentCatalog, DocumentRecord
+from citewise.index.source_store import SourceStore
 from citewise.ingest.chunking import Chunkers
 from citewise.types import PRINCIPAL_SPELLING, SourceDocument
 
@@ -71,13 +72,15 @@ def definition_digest(config: dict[str, Any], reach_options: frozenset[str] = fr
 class SourceState:
     """One source during one run: its indexed documents, its stored sync state, what was seen."""
 
-    def __init__(self, catalog: Catalog, source: str, signature: IndexSignature, *,
-                 incomplete: set[str] | None = None, definition: str | None = None) -> None:
-        self.catalog = catalog
+    def __init__(self, catalog: DocumentCatalog, sources: SourceStore, source: str,
+                 signature: IndexSignature, *, incomplete: set[str] | None = None,
+                 definition: str | None = None) -> None:
+        self.sources = sources
         self.source = source
         self.signature = signature
         self.existing: dict[str, DocumentRecord] = catalog.documents_of_source(source)
-        self.stored: dict[str, Any] = (catalog.get_source(source) or {}).get("state") or {}
+        registered = sources.get_source(source)
+        self.stored: dict[str, Any] = registered.state if registered is not None else {}
         self.seen: set[str] = set()
         # Documents whose points the index lacks (``consistency.reconcile``): indexed again even
         # though their bytes did not change.
@@ -135,11 +138,11 @@ class SourceState:
 
     def save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """After a batch is written: a crash from here on resumes after it."""
-        self.catalog.set_source_state(self.source, {**self.stored, "checkpoint": checkpoint})
+        self.sources.set_source_state(self.source, {**self.stored, "checkpoint": checkpoint})
 
     def finish_sync(self, cursor: dict[str, Any], retry: list[str]) -> None:
         """The run finished (succeeded or partial): the next one starts from ``cursor``."""
-        self.catalog.set_source_state(
+        self.sources.set_source_state(
             self.source, {"cursor": cursor, "checkpoint": None, "retry": sorted(set(retry)),
                           "definition": self.definition}
         )

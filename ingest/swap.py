@@ -39,7 +39,7 @@ import os
 from collections.abc import Callable, Sequence
 
 from citewise.index.blobs import BlobStore
-from citewise.index.catalog import Catalog, DocumentRecord, PendingWrite
+from citewise.index.catalog import DocumentCatalog, DocumentRecord, PendingWrite
 from citewise.index.outline import Outline
 from citewise.index.vector_index import ChunkPoint, VectorIndex
 from citewise.types import Chunk
@@ -79,7 +79,7 @@ def crash_point(step: str) -> None:
 
 
 class VersionSwap:
-    def __init__(self, catalog: Catalog, index: VectorIndex, blobs: BlobStore) -> None:
+    def __init__(self, catalog: DocumentCatalog, index: VectorIndex, blobs: BlobStore) -> None:
         self.catalog = catalog
         self.index = index
         self.blobs = blobs

@@ -15,7 +15,8 @@ from pydantic import BaseModel, Field
 
 from citewise.errors import NotFoundError, StoredCopyMissingError
 from citewise.index.blobs import BlobStore
-from citewise.index.catalog import Catalog
+from citewise.index.catalog import DocumentCatalog
+from citewise.index.source_store import SourceStore, sources_with_counts
 from citewise.types import Identity
 
 
@@ -76,10 +77,11 @@ class DeclaredSource:
 
 
 class LibraryService:
-    def __init__(self, catalog: Catalog, blobs: BlobStore | None,
+    def __init__(self, catalog: DocumentCatalog, sources: SourceStore, blobs: BlobStore | None,
                  declared: list[DeclaredSource] | None = None) -> None:
         # ``blobs`` may be None for a caller that only lists sources (the CLI, next to a server).
         self.catalog = catalog
+        self.source_store = sources
         self.blobs = blobs
         self.declared = list(declared or [])
 
@@ -95,8 +97,8 @@ class LibraryService:
             tags=doc.tags, service=doc.service, metadata=doc.metadata,
             content_hash=doc.content_hash, size_bytes=doc.size_bytes, updated_at=doc.updated_at,
             indexed_at=doc.indexed_at,
-            chunks=[ChunkView(**{k: c[k] for k in ChunkView.model_fields})
-                    for c in self.catalog.chunks_of(doc.id)],
+            chunks=[ChunkView(**{k: getattr(c, k) for k in ChunkView.model_fields})
+                    for c in self.catalog.chunk_rows(doc.id)],
         )
         if doc.injection_chunks:  # set only then: the route leaves unset fields out
             view.injection_chunks = list(doc.injection_chunks)
@@ -121,7 +123,8 @@ class LibraryService:
         the organisation keeps, e.g. ``security-incidents``) unless ``every_name`` (an admin);
         ``None`` is the operator's view on their own machine (the CLI): everything."""
         principals = who.principals() if who is not None else None
-        rows = {row["name"]: row for row in self.catalog.list_sources(principals)}
+        rows = {row["name"]: row for row in
+                sources_with_counts(self.source_store, self.catalog, principals)}
         declared = {s.name: s for s in self.declared}
         facets = self.catalog.list_facets(principals)
         out = []
@@ -129,7 +132,7 @@ class LibraryService:
             row = rows.get(name, {})
             if who is not None and not every_name and not row.get("documents"):
                 continue
-            last = self.catalog.list_runs(name, limit=1)
+            last = self.source_store.list_runs(name, limit=1)
             out.append(SourceView(
                 name=name, type=row.get("type") or declared[name].type,
                 declared=name in declared, documents=row.get("documents", 0),

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from citewise import metrics
 from citewise.errors import BackendError, InvalidRequestError
-from citewise.index.catalog import Catalog
+from citewise.index.catalog import DocumentCatalog
 from citewise.index.dense import DenseEncoder, embedding_text
 from citewise.index.generations import moved, pinned
 from citewise.index.payload import ChunkPayload
@@ -103,7 +103,7 @@ class SearchService:
     def __init__(
         self,
         *,
-        catalog: Catalog,
+        catalog: DocumentCatalog,
         index: VectorIndex,
         dense: DenseEncoder,
         sparse: Bm25Encoder,

@@ -5,6 +5,7 @@ that module-scoped fixtures (one ingest per test module) can use it too."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import textwrap
 from pathlib import Path
 
@@ -165,8 +166,16 @@ def folder_source(path: Path, name: str = "kb", readers=("public",)):
 
 def make_key(services, name: str = "test", scopes: str = "search,answer,ingest,admin",
              **options) -> dict:
-    """Create an API key in these services' catalog; the headers that send it."""
-    from citewise.api.identity.keys import KeyStore
+    """Create an API key in these services' key store; the headers that send it."""
+    from citewise.api.identity.keys import ApiKeys
 
-    _, secret = KeyStore(services.catalog).create(name, scopes, **options)
+    _, secret = ApiKeys(services.stores.keys).create(name, scopes, **options)
     return {"Authorization": f"Bearer {secret}"}
+
+
+def stored_rows(services) -> sqlite3.Connection:
+    """A connection of this test's own to the services' embedded database file: what a test
+    reads to see what is on disk (never what the code under test uses)."""
+    conn = sqlite3.connect(services.settings.data.catalog_path, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    return conn

@@ -1,8 +1,8 @@
 """`citewise keys`, `usage`, `audit` and `feedback export`: the administration.
 
-They work on the catalog directly (SQLite admits several processes), so they run on the server's
+They work on the stores directly (SQLite admits several processes), so they run on the server's
 machine whether or not the server is up, as the account that owns the data folder: holding the
-catalog is holding every key, as with the operator token. A running server sees a new or
+stores is holding every key, as with the operator token. A running server sees a new or
 revoked key at its next request. `usage` alone has a remote form: with CITEWISE_URL set it asks
 that server (``GET /v1/usage``, the admin scope); the others refuse to make a catalog here.
 """
@@ -21,19 +21,19 @@ from citewise.errors import CitewiseError
 
 
 @contextmanager
-def _catalog(obj: Context):
-    from citewise.index.catalog import Catalog
+def _stores(obj: Context):
+    from citewise.api.composition import build_stores
 
     try:
-        catalog = Catalog(obj.local_data().data.catalog_path)
+        stores = build_stores(obj.local_data())
     except CitewiseError as e:
         fail(e)
     try:
-        yield catalog
+        yield stores
     except CitewiseError as e:
         fail(e)
     finally:
-        catalog.close()
+        stores.close()
 
 
 def _operator() -> str:
@@ -86,20 +86,21 @@ def create(obj: Context, name: str, scopes: str, principal: str | None, assert_i
            shares_conversations: bool, expires: str | None, limits: tuple[str, ...],
            as_json: bool) -> None:
     """Create a key and print its secret (once)."""
-    from citewise.api.identity.keys import KeyStore
+    from citewise.api.identity.keys import ApiKeys
     from citewise.api.metering.audit import AuditLog
     from citewise.api.metering.limits import identity_key_limits, key_limits
 
-    with _catalog(obj) as catalog:
-        key, secret = KeyStore(catalog).create(
+    with _stores(obj) as stores:
+        key, secret = ApiKeys(stores.keys).create(
             name, scopes, principal=principal, assert_identity=assert_identity,
             expires=expires, limits=list(limits), created_by=_operator(),
             shares_conversations=shares_conversations)
-        AuditLog(catalog).record("key.create", actor=_operator(), target=key.name,
-                                 detail={"scopes": sorted(key.scopes), "principal": key.principal,
-                                         "assert_identity": key.assert_identity,
-                                         "shares_conversations": key.shares_conversations,
-                                         "expires_at": key.expires_at, "via": "cli"})
+        AuditLog(stores.metering).record(
+            "key.create", actor=_operator(), target=key.name,
+            detail={"scopes": sorted(key.scopes), "principal": key.principal,
+                    "assert_identity": key.assert_identity,
+                    "shares_conversations": key.shares_conversations,
+                    "expires_at": key.expires_at, "via": "cli"})
     # What the key as a whole may do: its own limits, and for a key that names its users the
     # defaults it draws on too (CITEWISE_IDENTITY_KEY_LIMITS), so the operator is not surprised.
     caps = {k: v for k, v in key_limits(key.limits, key.assert_identity,
@@ -129,10 +130,10 @@ def create(obj: Context, name: str, scopes: str, principal: str | None, assert_i
 @click.pass_obj
 def list_keys(obj: Context, as_json: bool) -> None:
     """List keys with their scopes, status and last use (never their secrets)."""
-    from citewise.api.identity.keys import KeyStore
+    from citewise.api.identity.keys import ApiKeys
 
-    with _catalog(obj) as catalog:
-        rows = [k.public() for k in KeyStore(catalog).list()]
+    with _stores(obj) as stores:
+        rows = [k.public() for k in ApiKeys(stores.keys).list()]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -151,13 +152,13 @@ def list_keys(obj: Context, as_json: bool) -> None:
 @click.pass_obj
 def revoke(obj: Context, name: str) -> None:
     """Revoke a key: refused from its next request on."""
-    from citewise.api.identity.keys import KeyStore
+    from citewise.api.identity.keys import ApiKeys
     from citewise.api.metering.audit import AuditLog
 
-    with _catalog(obj) as catalog:
-        key = KeyStore(catalog).revoke(name)
-        AuditLog(catalog).record("key.revoke", actor=_operator(), target=key.name,
-                                 detail={"via": "cli"})
+    with _stores(obj) as stores:
+        key = ApiKeys(stores.keys).revoke(name)
+        AuditLog(stores.metering).record("key.revoke", actor=_operator(), target=key.name,
+                                         detail={"via": "cli"})
     click.echo(f"revoked key {key.name!r} at {key.revoked_at}")
 
 
@@ -194,11 +195,11 @@ def usage(obj: Context, since: str, group_by: str, as_json: bool) -> None:
             body = remote.usage(since=since, group_by=group_by)
         start, rows = datetime.fromisoformat(body["since"]), body["rows"]
     else:
-        with _catalog(obj) as catalog:
+        with _stores(obj) as stores:
             start = parse_since(since)
-            rows = UsageLog(catalog).report(start, None, group_by)
-            AuditLog(catalog).record("usage.read", actor=_operator(),
-                                     detail={"since": start.isoformat(), "via": "cli"})
+            rows = UsageLog(stores.metering).report(start, None, group_by)
+            AuditLog(stores.metering).record("usage.read", actor=_operator(),
+                                             detail={"since": start.isoformat(), "via": "cli"})
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -235,8 +236,8 @@ def audit(obj: Context, since: str, action: str | None, limit: int, as_json: boo
     from citewise.api.metering.audit import AuditLog
     from citewise.api.routes_admin import parse_since
 
-    with _catalog(obj) as catalog:
-        log = AuditLog(catalog)
+    with _stores(obj) as stores:
+        log = AuditLog(stores.metering)
         start = parse_since(since)
         entries = log.read(start.isoformat(timespec="seconds"), limit, action)
         log.record("audit.read", actor=_operator(), detail={"via": "cli"})
@@ -274,15 +275,16 @@ def feedback_export(obj: Context, since: str, out: str | None) -> None:
     """Rated answers as golden-set candidates (JSON lines): the question as searched, the
     sources a helpful answer cited (minus one marked wrong), and for unhelpful ones the
     comment, so a person can write the case."""
-    from citewise.api.conversations import Conversations
+    from citewise.api.composition import build_conversations
     from citewise.api.metering.audit import AuditLog
     from citewise.api.routes_admin import parse_since
 
-    with _catalog(obj) as catalog:
+    with _stores(obj) as stores:
         start = parse_since(since)
-        rows = Conversations(catalog).feedback_export(start.isoformat(timespec="milliseconds"))
-        AuditLog(catalog).record("feedback.export", actor=_operator(),
-                                 detail={"since": start.isoformat(), "rows": len(rows)})
+        rows = build_conversations(obj.local_data(), stores).feedback_export(
+            start.isoformat(timespec="milliseconds"))
+        AuditLog(stores.metering).record("feedback.export", actor=_operator(),
+                                         detail={"since": start.isoformat(), "rows": len(rows)})
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     if out:
         with open(out, "w", encoding="utf-8") as f:

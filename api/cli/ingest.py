@@ -100,7 +100,7 @@ def ingest(obj: Context, path, name, source, all_sources, readers, force, as_jso
                                      as_json)
         else:
             sources = resolve_sources(
-                obj.settings.sources, services.catalog, data_dir=obj.settings.data_dir,
+                obj.settings.sources, services.sources, data_dir=obj.settings.data_dir,
                 default_readers=obj.settings.default_readers, path=path, name=name,
                 source=source, all_sources=all_sources, readers=readers,
             )

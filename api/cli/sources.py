@@ -44,11 +44,12 @@ def sources(obj: Context, as_json: bool) -> None:
 
 
 def _local(obj: Context) -> list[dict]:
-    from citewise.index.catalog import Catalog
-    from citewise.retrieval.library import DeclaredSource, LibraryService
+    from citewise.api.composition import build_library, build_stores
 
-    # The catalog alone (SQLite admits several processes): this works while a server runs.
-    settings = obj.settings
-    declared = [DeclaredSource(s.name, s.type) for s in settings.sources]
-    library = LibraryService(Catalog(settings.data.catalog_path), None, declared)
-    return [s.model_dump(exclude={"last_run"}) for s in library.sources(None)]
+    # The stores alone (SQLite admits several processes): this works while a server runs.
+    stores = build_stores(obj.settings)
+    try:
+        library = build_library(obj.settings, stores)
+        return [s.model_dump(exclude={"last_run"}) for s in library.sources(None)]
+    finally:
+        stores.close()

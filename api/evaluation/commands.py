@@ -79,7 +79,7 @@ def run_golden_set(
 ) -> tuple[dict, str]:
     """Search (per configuration) and answers (as configured) over an ingested index."""
     questions = load_golden_set(qa_file)
-    if not services.catalog.list_sources():
+    if not services.sources.list_sources():
         raise CitewiseError(
             f"the index in {services.settings.data_dir} is empty",
             hint="run `citewise ingest --all` first (or pass --data-dir)",

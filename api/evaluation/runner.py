@@ -154,13 +154,9 @@ def run_configs(
     on_config: Callable[[ConfigResult], None] | None = None,
 ) -> list[ConfigResult]:
     """Every query of the split through ``SearchService.search`` for each configuration."""
-    from citewise.retrieval.search import SearchService
+    from citewise.api.composition import build_evaluation_search
 
-    search = SearchService(
-        catalog=services.catalog, index=services.index, dense=services.dense,
-        sparse=services.sparse, prefetch=services.search.prefetch,
-        fusion=services.search.fusion, max_top_k=max(depth, 100),
-    )
+    search = build_evaluation_search(services, max_top_k=max(depth, 100))
     query_ids = list(dataset.queries)[:limit] if limit else list(dataset.queries)
     qrels = {q: dataset.qrels[q] for q in query_ids}
     # Embed every query once up front: latency below is then search alone, the same for

@@ -33,7 +33,7 @@ from starlette.datastructures import Headers
 
 from citewise.api.identity.caller import ALL_SCOPES, Caller, parse_scopes
 from citewise.api.identity.groups import GroupMap, claim_groups
-from citewise.api.identity.keys import KEY_PREFIX, KeyStore
+from citewise.api.identity.keys import KEY_PREFIX, ApiKeys
 from citewise.api.identity.tokens import TokenVerifier
 from citewise.errors import AuthError, BadRequestError, ForbiddenError
 from citewise.types import Identity
@@ -51,7 +51,7 @@ class Authenticator:
     def __init__(
         self,
         *,
-        keys: KeyStore,
+        keys: ApiKeys,
         groups: GroupMap,
         access: TokenVerifier | None = None,
         access_groups_claim: str | None = None,

@@ -1,5 +1,6 @@
 """The audit log: who created or revoked a key, started an ingest, read usage or the audit log,
-and who was refused. Append-only: the catalog's triggers abort any UPDATE or DELETE of a row.
+and who was refused. Append-only: the store has no way to change or remove an entry (and the
+SQLite one's triggers abort any UPDATE or DELETE of a row).
 
 Refusals are the one event an outsider can cause at will; to keep a flood of bad tokens from
 filling the disk, at most ``DENIED_PER_MINUTE`` are written per client address and minute, and
@@ -8,18 +9,17 @@ the next one written says how many were left out.
 
 from __future__ import annotations
 
-import json
 import threading
 from datetime import UTC, datetime
 
-from citewise.index.catalog import Catalog
+from citewise.api.metering.store import AuditEntry, MeteringStore
 
 DENIED_PER_MINUTE = 20
 
 
 class AuditLog:
-    def __init__(self, catalog: Catalog) -> None:
-        self.catalog = catalog
+    def __init__(self, store: MeteringStore) -> None:
+        self.store = store
         self._denied: dict[str, tuple[str, int, int]] = {}  # client -> (minute, written, dropped)
         self._lock = threading.Lock()
 
@@ -33,12 +33,10 @@ class AuditLog:
                 return
             if dropped:
                 detail["not_logged_before_this"] = dropped
-        conn = self.catalog.connection()
-        conn.execute(
-            "INSERT INTO audit (at, actor, key, action, target, outcome, detail, client, "
-            "request_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [datetime.now(UTC).isoformat(timespec="milliseconds"), actor, key, action, target,
-             outcome, json.dumps(detail, sort_keys=True, default=str), client, request_id])
+        self.store.append_audit(AuditEntry(
+            at=datetime.now(UTC).isoformat(timespec="milliseconds"), actor=actor, key=key,
+            action=action, target=target, outcome=outcome, detail=detail, client=client,
+            request_id=request_id))
 
     def _admit_denied(self, client: str) -> int | None:
         """``None`` when this refusal is not written; else how many were dropped before it."""
@@ -57,17 +55,4 @@ class AuditLog:
 
     def read(self, since: str | None = None, limit: int = 100, action: str | None = None,
              after_id: int | None = None) -> list[dict]:
-        sql, args = "SELECT * FROM audit WHERE 1 = 1", []
-        if since:
-            sql += " AND at >= ?"
-            args.append(since)
-        if action:
-            sql += " AND action = ?"
-            args.append(action)
-        if after_id is not None:
-            sql += " AND id > ?"
-            args.append(after_id)
-        sql += " ORDER BY id DESC LIMIT ?"
-        args.append(limit)
-        rows = self.catalog.connection().execute(sql, args).fetchall()
-        return [{**dict(r), "detail": json.loads(r["detail"])} for r in rows]
+        return self.store.read_audit(since, limit, action, after_id)

@@ -4,7 +4,7 @@ A bucket holds up to ``capacity`` tokens and refills at ``capacity / window`` pe
 request takes one token from every bucket that applies to it (the caller's per-minute and
 per-day buckets for search, answer or ingest, and the key's), and is refused with the time
 until the emptiest one has a token again. Buckets live in memory, so the check costs
-microseconds; ``flush()`` writes the ones that changed to the catalog every second or so and
+microseconds; ``flush()`` writes the ones that changed to the store every second or so and
 ``load()`` reads them back at start, so a restart does not hand everyone a fresh allowance.
 """
 
@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from citewise.index.catalog import Catalog
+from citewise.api.metering.store import MeteringStore
 
 WINDOWS = {"minute": 60, "day": 86400}
 
@@ -52,8 +52,8 @@ class Decision:
 
 
 class TokenBuckets:
-    def __init__(self, catalog: Catalog | None = None) -> None:
-        self.catalog = catalog
+    def __init__(self, store: MeteringStore | None = None) -> None:
+        self.store = store  # None: buckets kept in memory only
         self._buckets: dict[str, tuple[float, float]] = {}  # bucket -> (tokens, at)
         self._dirty: set[str] = set()
         self._lock = threading.Lock()
@@ -99,32 +99,22 @@ class TokenBuckets:
 
     # Persistence ----------------------------------------------------------------------------------
     def load(self) -> int:
-        if self.catalog is None:
+        if self.store is None:
             return 0
-        rows = self.catalog.connection().execute("SELECT bucket, tokens, updated_at FROM "
-                                                 "rate_buckets").fetchall()
+        kept = self.store.load_buckets()
         with self._lock:
-            for row in rows:
-                self._buckets[row["bucket"]] = (row["tokens"], row["updated_at"])
-        return len(rows)
+            self._buckets.update(kept)
+        return len(kept)
 
     def flush(self) -> int:
-        if self.catalog is None:
+        if self.store is None:
             return 0
         with self._lock:
             dirty = {b: self._buckets[b] for b in self._dirty if b in self._buckets}
             self._dirty.clear()
         if dirty:
-            conn = self.catalog.connection()
-            with self.catalog.transaction():
-                conn.executemany(
-                    "INSERT INTO rate_buckets (bucket, tokens, updated_at) VALUES (?, ?, ?) "
-                    "ON CONFLICT(bucket) DO UPDATE SET tokens = excluded.tokens, "
-                    "updated_at = excluded.updated_at",
-                    [(b, t, at) for b, (t, at) in dirty.items()])
-                # Full buckets need no row: forget those idle for over a day.
-                conn.execute("DELETE FROM rate_buckets WHERE updated_at < ?",
-                             [time.time() - 2 * 86400])
+            # Full buckets need no row: forget those idle for over a day.
+            self.store.save_buckets(dirty, forget_before=time.time() - 2 * 86400)
         return len(dirty)
 
 

@@ -13,22 +13,22 @@ honest:
 * **Only settled answers.** Abstentions (a new document could answer them tomorrow) and answers
   that fell back because a model failed (a passing outage) are not stored.
 
-Bounded in size (least recently used out first) and in age (``ttl``).
+Bounded in size (least recently used out first) and in age (``ttl``). The entries live in an
+``AnswerCacheStore`` (``cache_store.py``): this process's memory by default.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import time
-from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from citewise import metrics
-from citewise.index.catalog import Catalog
+from citewise.index.catalog import DocumentCatalog
+from citewise.retrieval.answering.cache_store import AnswerCacheStore, CacheEntry
 from citewise.retrieval.answering.model import Answer
 from citewise.types import Identity, SearchFilters
 
@@ -48,18 +48,6 @@ def _readers_key(readers: list[str]) -> str:
 
 
 @dataclass
-class _Entry:
-    scope: str
-    question: str
-    vector: np.ndarray
-    answer: Answer
-    cited: dict[str, tuple[str, str]]  # document id -> (version, readers)
-    created: float
-    hits: int = 0
-    saved_tokens: int = field(default=0)
-
-
-@dataclass
 class CacheHit:
     answer: Answer
     question: str  # the question it was first asked as
@@ -67,27 +55,18 @@ class CacheHit:
 
 
 class SemanticCache:
-    def __init__(self, catalog: Catalog, *, threshold: float = 0.95, ttl: float = 86400.0,
-                 max_entries: int = 5000) -> None:
+    def __init__(self, catalog: DocumentCatalog, entries: AnswerCacheStore, *,
+                 threshold: float = 0.95, ttl: float = 86400.0) -> None:
         self.catalog = catalog
+        self.entries = entries
         self.threshold = threshold
         self.ttl = ttl
-        self.max_entries = max_entries
-        self._entries: OrderedDict[int, _Entry] = OrderedDict()
-        self._next = 0
-        self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return self.entries.count()
 
     def lookup(self, scope: str, vector: np.ndarray) -> CacheHit | None:
-        now = time.monotonic()
-        with self._lock:
-            candidates = [(k, e) for k, e in self._entries.items() if e.scope == scope]
-            expired = [k for k, e in candidates if now - e.created > self.ttl]
-            for k in expired:
-                del self._entries[k]
-            candidates = [(k, e) for k, e in candidates if k not in expired]
+        candidates = self.entries.candidates(scope, not_before=time.time() - self.ttl)
         if not candidates:
             metrics.CACHE_LOOKUPS.labels("miss").inc()
             return None
@@ -97,15 +76,11 @@ class SemanticCache:
                 break
             key, entry = candidates[int(i)]
             if not self._fresh(entry):
-                with self._lock:
-                    self._entries.pop(key, None)
+                self.entries.drop(key)
                 metrics.CACHE_DROPPED.labels("stale").inc()
                 continue
-            with self._lock:
-                if key not in self._entries:
-                    continue
-                self._entries.move_to_end(key)
-                entry.hits += 1
+            if not self.entries.touch(key):  # dropped meanwhile
+                continue
             tokens = entry.answer.usage.tokens_in + entry.answer.usage.tokens_out \
                 if entry.answer.usage else 0
             metrics.CACHE_LOOKUPS.labels("hit").inc()
@@ -114,7 +89,7 @@ class SemanticCache:
         metrics.CACHE_LOOKUPS.labels("miss").inc()
         return None
 
-    def _fresh(self, entry: _Entry) -> bool:
+    def _fresh(self, entry: CacheEntry) -> bool:
         """Every cited document is still there, at the version and with the readers it had."""
         for doc_id, (version, readers) in entry.cited.items():
             record = self.catalog.get_document(doc_id)
@@ -132,18 +107,14 @@ class SemanticCache:
             if record is None:
                 return False
             cited[c.document_id] = (record.version, _readers_key(record.readers))
-        entry = _Entry(scope, question, np.asarray(vector, dtype=np.float32),
-                       answer.model_copy(deep=True), cited, time.monotonic())
-        with self._lock:
-            self._entries[self._next] = entry
-            self._next += 1
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
-                metrics.CACHE_DROPPED.labels("evicted").inc()
-            metrics.CACHE_ENTRIES.set(len(self._entries))
+        evicted = self.entries.add(CacheEntry(
+            scope, question, np.asarray(vector, dtype=np.float32),
+            answer.model_copy(deep=True), cited, time.time()))
+        if evicted:
+            metrics.CACHE_DROPPED.labels("evicted").inc(evicted)
+        metrics.CACHE_ENTRIES.set(self.entries.count())
         return True
 
     def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            metrics.CACHE_ENTRIES.set(0)
+        self.entries.clear()
+        metrics.CACHE_ENTRIES.set(0)

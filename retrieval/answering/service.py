@@ -29,7 +29,7 @@ import numpy as np
 from citewise import metrics
 from citewise.errors import GuardrailBlocked
 from citewise.gateway import Completion, Gateway, GatewayError, StreamBroken
-from citewise.index.catalog import Catalog
+from citewise.index.catalog import DocumentCatalog
 from citewise.index.dense import DenseEncoder, embedding_text
 from citewise.index.injection import injection_score, is_injection
 from citewise.language import is_english
@@ -82,7 +82,7 @@ class AnswerService:
         *,
         search: SearchService,
         dense: DenseEncoder,
-        catalog: Catalog,
+        catalog: DocumentCatalog,
         min_score: float = 0.32,
         gateway: Gateway | None = None,
         passages: int = 8,

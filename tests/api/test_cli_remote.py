@@ -101,7 +101,7 @@ def assert_no_data_folder(folder: Path) -> None:
 
 
 def test_the_cron_key_ingests_a_declared_source_on_the_server(remote, elsewhere):
-    before = {r["id"] for r in remote.services.catalog.list_runs("kb", 50)}
+    before = {r["id"] for r in remote.services.sources.list_runs("kb", 50)}
     run = subprocess.run(
         [str(CITEWISE), "ingest", "--source", "kb"], cwd=elsewhere, capture_output=True,
         text=True, timeout=300,
@@ -113,7 +113,7 @@ def test_the_cron_key_ingests_a_declared_source_on_the_server(remote, elsewhere)
     assert f"kb: {len(ALL_PATHS)} added" in run.stdout and "(succeeded)" in run.stdout, out
     assert "Traceback" not in out
     # The server's catalog recorded the run; nothing was made where the cron ran.
-    (new,) = [r for r in remote.services.catalog.list_runs("kb", 50) if r["id"] not in before]
+    (new,) = [r for r in remote.services.sources.list_runs("kb", 50) if r["id"] not in before]
     assert new["status"] == "succeeded" and new["trigger"] == "api", new
     assert_no_data_folder(elsewhere)
 

@@ -18,7 +18,7 @@ from citewise.api.cli import cli
 from citewise.api.composition import build_services
 from citewise.api.settings import Settings
 from citewise.ingest.jobs import run_source
-from tests.kb import POSTGRES, REDIS, clean_env, folder_source, write_kb
+from tests.kb import POSTGRES, REDIS, clean_env, folder_source, stored_rows, write_kb
 
 DANA = {"X-Citewise-User": "dana"}
 BOB = {"X-Citewise-User": "bob"}
@@ -124,7 +124,7 @@ def test_an_idle_conversation_is_forgotten(data):
         # start) or this call deletes the row, whichever comes first.
         services = c.app.state.services
         services.conversations.expire()
-        left = services.catalog.connection().execute(
+        left = stored_rows(services).execute(
             "SELECT COUNT(*) FROM conversations WHERE id = ?", (cid,)).fetchone()[0]
         assert left == 0
 

@@ -23,7 +23,7 @@ from fastapi.testclient import TestClient
 from citewise.api.app import create_app
 from citewise.ingest.jobs import run_source
 from citewise.types import Identity
-from tests.kb import SECRET, clean_env, folder_source, make_key, write, write_kb
+from tests.kb import SECRET, clean_env, folder_source, make_key, stored_rows, write, write_kb
 from tests.live import LiveServer
 
 LOOPBACK = ("127.0.0.1", 50000)
@@ -215,7 +215,7 @@ def test_3_the_client_is_the_right_most_address_that_is_not_a_trusted_proxy(
     with LiveServer(create_app(services=services), services.settings) as url:
         resp = httpx.get(f"{url}/v1/ingest/runs", headers={"X-Forwarded-For": forwarded})
     assert resp.status_code == 401
-    clients = [r["client"] for r in services.catalog.connection().execute(
+    clients = [r["client"] for r in stored_rows(services).execute(
         "SELECT client FROM audit WHERE action = 'request.refused'")]
     assert clients == [seen]
 
@@ -280,7 +280,7 @@ def test_6_the_brake_remembers_the_healthy_size_across_runs(make_services, tmp_p
     assert "would leave 16 of the 60" in second.message
     forced = run_source(services.pipeline, source, trigger="t", force=True)
     assert forced.counts.deleted == 15
-    assert services.catalog.healthy_documents("sixty") == 16
+    assert services.sources.healthy_documents("sixty") == 16
 
 
 # 7. A missing stored copy --------------------------------------------------------------------

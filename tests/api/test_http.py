@@ -654,4 +654,4 @@ def test_ingest_refuses_remote_callers_without_keys(services, tmp_path):
             assert "'ingest' scope" in problem["detail"]
         # Reading is not an operator action.
         assert remote.post("/v1/search", json={"query": "redis"}).status_code == 200
-    assert services.catalog.get_source("docs") is None
+    assert services.sources.get_source("docs") is None

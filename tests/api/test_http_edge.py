@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from citewise.api.app import create_app
+from tests.kb import stored_rows
 from tests.live import LiveServer
 
 
@@ -68,7 +69,7 @@ def test_a_name_in_utf8_comes_back_as_written(server):
         latin = httpx.get(f"{url}/v1/me", headers=[(b"X-Citewise-User", "zoë".encode("latin-1"))])
         assert latin.json()["user"] == "zoë"
     # The usage log records the same name (written when the server stops).
-    principals = {r[0] for r in services.catalog.connection().execute(
+    principals = {r[0] for r in stored_rows(services).execute(
         "SELECT principal FROM usage")}
     assert "user:zoë" in principals, principals
 

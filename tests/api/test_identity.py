@@ -18,7 +18,7 @@ from citewise.api.identity.settings import GroupConfig
 from citewise.errors import ConfigError
 from citewise.ingest.jobs import run_source
 from tests.fakes.identity_provider import IdentityProvider, SigningKey
-from tests.kb import SECRET, SECRET_WORDS, folder_source, make_key
+from tests.kb import SECRET, SECRET_WORDS, folder_source, make_key, stored_rows
 from tests.live import LiveServer
 
 AUD = "4714c1358e65fe4b408ad6d432a5f878f08194bdb4752441fd56faefa9b2b6f2"
@@ -142,7 +142,7 @@ def test_forged_and_stale_tokens_are_refused(make_services, kb, idp, attack):
         # The same token as an OIDC bearer token fails too (another issuer and audience).
         resp = c.post("/v1/answer", json=SECRET_Q, headers={"Authorization": f"Bearer {token}"})
         assert resp.status_code == 401
-    entries = services.catalog.connection().execute(
+    entries = stored_rows(services).execute(
         "SELECT * FROM audit WHERE action = 'request.refused'").fetchall()
     assert entries and all(e["outcome"] == "denied" for e in entries)
 
@@ -299,7 +299,7 @@ def test_malformed_token_headers_are_401s_with_an_audit_entry(make_services, kb,
                 assert resp.headers["content-type"].startswith("application/problem+json")
                 assert resp.json()["type"] == "urn:citewise:error:unauthorized", name
                 assert resp.headers["www-authenticate"].startswith("Bearer")
-    refused = services.catalog.connection().execute(
+    refused = stored_rows(services).execute(
         "SELECT count(*) FROM audit WHERE action = 'request.refused' "
         "AND json_extract(detail, '$.status') = 401").fetchone()[0]
     # Every refusal is audited (below the audit log's 20 per client and minute).

@@ -21,8 +21,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from citewise.api.app import create_app
+from citewise.api.composition import build_stores
 from citewise.api.ingest_metrics import STATUSES, IngestRunCollector, catalog_metrics
-from citewise.index.catalog import Catalog, RunCounts
+from citewise.api.settings import Settings
+from citewise.index.source_store import RunCounts
 from citewise.ingest.jobs import run_source
 from tests.kb import ALL_PATHS, clean_env, folder_source, write
 
@@ -72,10 +74,10 @@ def test_a_scrape_reports_every_process_s_runs(make_services, kb, tmp_path):
         resp = client.get("/metrics")
     assert resp.status_code == 200
     scraped = samples(resp.text)
-    catalog = services.catalog
+    catalog, runs = services.catalog, services.sources
 
     # The server's own run: the last success is the first run, the last run the partial one.
-    first_run, second_run = catalog.get_run(first.run_id), catalog.get_run(second.run_id)
+    first_run, second_run = runs.get_run(first.run_id), runs.get_run(second.run_id)
     assert value(scraped, "citewise_ingest_last_success_timestamp_seconds",
                  source="kb") == unix(first_run["finished_at"])
     assert abs(unix(first_run["finished_at"]) - time.time()) < 300
@@ -99,7 +101,7 @@ def test_a_scrape_reports_every_process_s_runs(make_services, kb, tmp_path):
         catalog.count_chunks())
 
     # The cron's run, which this process's counters never saw.
-    (cron_run,) = catalog.list_runs(CRON)
+    (cron_run,) = runs.list_runs(CRON)
     assert cron_run["status"] == "succeeded"
     assert value(scraped, "citewise_ingest_last_success_timestamp_seconds",
                  source=CRON) == unix(cron_run["finished_at"])
@@ -117,19 +119,21 @@ def test_a_scrape_reports_every_process_s_runs(make_services, kb, tmp_path):
 
 
 def test_never_succeeded_running_and_interrupted_runs(tmp_path):
-    """Rows written the way the pipeline writes them, from a catalog of their own."""
-    catalog = Catalog(tmp_path / "catalog.db")
-    catalog.ensure_source("wiki", "confluence", {})
-    failed = catalog.start_run("wiki", "cron")
-    catalog.finish_run(failed, RunCounts(seen=4, failed=4), "failed", "401 from Confluence")
-    catalog.ensure_source("git", "git", {})
-    catalog.start_run("git", "cron")  # killed: the next run's start says so
-    catalog.start_run("git", "cron")  # still running
-    (running, interrupted) = catalog.list_runs("git")
+    """Rows written the way the pipeline writes them, in stores of their own."""
+    stores = build_stores(Settings(data_dir=tmp_path / "data"))
+    runs = stores.sources
+    runs.ensure_source("wiki", "confluence", {})
+    failed = runs.start_run("wiki", "cron")
+    runs.finish_run(failed, RunCounts(seen=4, failed=4), "failed", "401 from Confluence")
+    runs.ensure_source("git", "git", {})
+    runs.start_run("git", "cron")  # killed: the next run's start says so
+    runs.start_run("git", "cron")  # still running
+    (running, interrupted) = runs.list_runs("git")
     assert interrupted["status"] == "interrupted"
 
     registry = CollectorRegistry()
-    registry.register(IngestRunCollector(catalog, clock=lambda: unix(running["started_at"]) + 90))
+    registry.register(IngestRunCollector(stores.catalog, runs,
+                                         clock=lambda: unix(running["started_at"]) + 90))
     scraped = samples(generate_latest(registry).decode())
 
     assert value(scraped, "citewise_ingest_last_success_timestamp_seconds", source="wiki") == 0
@@ -144,20 +148,20 @@ def test_never_succeeded_running_and_interrupted_runs(tmp_path):
     assert value(scraped, "citewise_ingest_last_run_duration_seconds", source="git") == 90
     assert value(scraped, "citewise_ingest_last_run_timestamp_seconds",
                  source="git") == unix(running["started_at"])
-    catalog.close()
+    stores.close()
 
 
 def test_no_sources_no_series(tmp_path):
-    catalog = Catalog(tmp_path / "catalog.db")
-    assert samples(catalog_metrics(catalog).decode()) == {}
-    catalog.close()
+    stores = build_stores(Settings(data_dir=tmp_path / "data"))
+    assert samples(catalog_metrics(stores.catalog, stores.sources).decode()) == {}
+    stores.close()
 
 
 def test_a_catalog_that_cannot_be_read_costs_only_its_gauges(make_services, kb, caplog):
     services = make_services()
     run_source(services.pipeline, folder_source(kb), trigger="test")
     # Another process's migration gone wrong, say: the runs table is not there any more.
-    with sqlite3.connect(services.catalog.path) as other:
+    with sqlite3.connect(services.settings.data.catalog_path) as other:
         other.execute("ALTER TABLE ingest_runs RENAME TO ingest_runs_moved")
     with TestClient(create_app(services=services), client=LOOPBACK) as client:
         with caplog.at_level(logging.ERROR, logger="citewise.api"):

@@ -62,11 +62,11 @@ def test_ingest_jobs_and_runs(served):
     assert client.get(f"/v1/ingest/jobs/{job_id}").content == rendered(job.to_dict())
     assert client.get("/v1/ingest/jobs").content == rendered(
         {"jobs": [j.to_dict() for j in services.jobs.jobs()]})
-    runs = services.catalog.list_runs(None, 20)
+    runs = services.sources.list_runs(None, 20)
     assert client.get("/v1/ingest/runs").content == rendered({"runs": runs})
     run_id = runs[0]["id"]
     assert client.get(f"/v1/ingest/runs/{run_id}").content == rendered(
-        services.catalog.get_run(run_id))
+        services.sources.get_run(run_id))
 
 
 def test_verify_and_repair(served):
@@ -96,7 +96,7 @@ def test_conversations_a_withheld_turn_and_feedback(served):
         assert any(t.get("withheld_reason") for t in expected["turns"])
         assert got.content == rendered(expected)
         assert client.get("/v1/conversations").content == rendered(
-            {"conversations": services.conversations.list(viewer, 50)})
+            {"conversations": services.conversations.owned_by(viewer, 50)})
     finally:
         services.catalog.update_document_fields(redis.id, readers=list(redis.readers))
     answer_id = first.json()["answer_id"]

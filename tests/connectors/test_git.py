@@ -3,7 +3,9 @@ pipeline (real model, embedded Qdrant, SQLite, blob folder)."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -363,8 +365,9 @@ def test_end_to_end_secrets_links_and_incremental_commits(make_services, repo):
     assert blob.count("\n") == SECRETS_PY.count("\n")
     payloads = all_payloads(services)
     stored = [str(p) for p in payloads]
-    stored += [str(row) for table in ("documents", "chunks")
-               for row in services.catalog.db.query(f"SELECT * FROM {table}")]
+    with closing(sqlite3.connect(services.settings.data.catalog_path)) as stored_rows:
+        stored += [str(row) for table in ("documents", "chunks")
+                   for row in stored_rows.execute(f"SELECT * FROM {table}")]
     stored += [services.blobs.get(d.blob_key).decode() for d in docs.values()]
     for secret in SECRETS:
         assert not any(secret in s for s in stored), secret
@@ -392,7 +395,7 @@ def test_end_to_end_secrets_links_and_incremental_commits(make_services, repo):
     client_id = document_id("shop", "app/payments/client.py")
     before = {e: services.index.point_ids(IndexFilter(document_ids=[d.id]))
               for e, d in docs.items()}
-    client_chunks = services.catalog.chunks_of(client_id)
+    client_chunks = services.catalog.chunk_rows(client_id)
     repo.write("app/payments/client.py", CLIENT.replace("return 3", "return 5"))
     repo.remove("config/settings.yaml")
     repo.move("deploy/deploy.sh", "deploy/release.sh")
@@ -401,13 +404,13 @@ def test_end_to_end_secrets_links_and_incremental_commits(make_services, repo):
     assert report.status == "succeeded", report.summary()
     c = report.counts
     assert (c.added, c.updated, c.deleted, c.failed) == (1, 1, 2, 0)
-    release = services.catalog.chunks_of(document_id("shop", "deploy/release.sh"))
+    release = services.catalog.chunk_rows(document_id("shop", "deploy/release.sh"))
     # Only the edited method's chunk is embedded again (the others come from the cache);
     # the renamed file's chunks carry a new path in their header, so they are new texts.
     assert c.chunks_embedded == 1 + len(release)
-    after = services.catalog.chunks_of(client_id)
-    changed = [a for a, b in zip(after, client_chunks, strict=True) if a["text"] != b["text"]]
-    assert [ch["symbol"] for ch in changed] == ["class PaymentsClient > def retry_budget"]
+    after = services.catalog.chunk_rows(client_id)
+    changed = [a for a, b in zip(after, client_chunks, strict=True) if a.text != b.text]
+    assert [ch.symbol for ch in changed] == ["class PaymentsClient > def retry_budget"]
     docs = services.catalog.documents_of_source("shop")
     assert set(docs) == INDEXED - {"config/settings.yaml", "deploy/deploy.sh"} | {
         "deploy/release.sh"}

@@ -148,12 +148,13 @@ def demo_server(demo_kb):
             time.sleep(0.1)
     write_server_file(services.settings, "127.0.0.1", port, app.state.operator_token)
     # The admin key examples call "$ADMIN_KEY" (the demo serves in local mode; a key still works).
-    from citewise.api.identity.keys import KeyStore
+    from citewise.api.identity.keys import ApiKeys
 
+    keys = ApiKeys(services.stores.keys)
     try:
-        _, admin_key = KeyStore(services.catalog).create("docs-examples-admin", "admin")
+        _, admin_key = keys.create("docs-examples-admin", "admin")
     except Exception:  # a second module in the same session: make another
-        _, admin_key = KeyStore(services.catalog).create(f"docs-admin-{port}", "admin")
+        _, admin_key = keys.create(f"docs-admin-{port}", "admin")
     yield services.settings, port, admin_key
     remove_server_file(services.settings)
     server.should_exit = True
@@ -181,12 +182,13 @@ def _given(command: str, data_dir: Path) -> None:
     """What an example assumes exists: the key ``citewise keys revoke NAME`` revokes."""
     words = shlex.split(command)
     if words[:3] == ["citewise", "keys", "revoke"]:
-        from citewise.api.identity.keys import KeyStore
-        from citewise.index.catalog import Catalog
+        from citewise.api.composition import build_stores
+        from citewise.api.identity.keys import ApiKeys
+        from citewise.api.settings import Settings
 
-        catalog = Catalog(data_dir / "catalog.db")
-        KeyStore(catalog).create(words[3], "search")
-        catalog.close()
+        stores = build_stores(Settings(data_dir=data_dir))
+        ApiKeys(stores.keys).create(words[3], "search")
+        stores.close()
 
 
 def _prepare(command: str, port: int, home: Path, admin_key: str = "") -> list[str]:

@@ -10,7 +10,6 @@ import pytest
 from qdrant_client import QdrantClient
 
 from citewise.errors import BackendError
-from citewise.index.catalog import Catalog
 from citewise.index.generations import (
     EMBEDDING_MODEL,
     EMBEDDING_SOURCE,
@@ -24,7 +23,9 @@ from citewise.index.generations import (
 from citewise.index.payload import ChunkPayload
 from citewise.index.qdrant_edge_index import EdgeIndexStore
 from citewise.index.qdrant_server_index import ServerIndexStore
+from citewise.index.sqlite_catalog import SqliteDocumentCatalog
 from citewise.index.vector_index import ChunkPoint, IndexFilter, SparseVector
+from citewise.sqlite import SqliteDatabase
 
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
 DIM = 4
@@ -45,7 +46,7 @@ def store(request, tmp_path):
 
 
 def test_the_live_index_follows_the_pointer_and_drops_the_old_generation(tmp_path, store):
-    catalog = Catalog(tmp_path / "catalog.db")
+    catalog = SqliteDocumentCatalog(SqliteDatabase(tmp_path / "catalog.db"))
     live = LiveIndex(catalog, store)
     live.upsert([_point(1, "old")])
     new = store.open("g2")
@@ -69,12 +70,12 @@ def test_the_live_index_follows_the_pointer_and_drops_the_old_generation(tmp_pat
 
 
 def test_a_generation_of_another_model_is_refused_with_what_to_do(tmp_path, store):
-    catalog = Catalog(tmp_path / "catalog.db")
+    catalog = SqliteDocumentCatalog(SqliteDatabase(tmp_path / "catalog.db"))
     catalog.set_meta(EMBEDDING_MODEL, "model-a")
     live = LiveIndex(catalog, store, expected_model="model-a")
     assert live.count() == 0
     store.open("g2").close()
-    with catalog.transaction():
+    with catalog.database.transaction():
         catalog.set_meta(LIVE, "g2")
         catalog.set_meta(EMBEDDING_MODEL, "model-b")
     with pytest.raises(BackendError, match="model-b") as raised:
@@ -84,9 +85,9 @@ def test_a_generation_of_another_model_is_refused_with_what_to_do(tmp_path, stor
     catalog.close()
 
 
-def _switch_to_model(catalog: Catalog, model: str, source: str) -> None:
+def _switch_to_model(catalog: SqliteDocumentCatalog, model: str, source: str) -> None:
     """What the switch transaction of a reindex with another model writes."""
-    with catalog.transaction():
+    with catalog.database.transaction():
         catalog.set_meta(LIVE, "g2")
         catalog.set_meta(EMBEDDING_MODEL, model)
         catalog.set_meta(EMBEDDING_SOURCE, source)
@@ -95,7 +96,7 @@ def _switch_to_model(catalog: Catalog, model: str, source: str) -> None:
 def test_a_generation_of_another_model_is_searched_with_that_model_once_loaded(tmp_path, store):
     """The reindex recorded where its model comes from; the process loads it before it moves,
     and starts embedding with it in the same step as it moves to the generation."""
-    catalog = Catalog(tmp_path / "catalog.db")
+    catalog = SqliteDocumentCatalog(SqliteDatabase(tmp_path / "catalog.db"))
     catalog.set_meta(EMBEDDING_MODEL, "model-a")
     asked, committed = [], []
 
@@ -117,7 +118,7 @@ def test_a_generation_of_another_model_is_searched_with_that_model_once_loaded(t
 
 
 def test_a_model_that_cannot_be_loaded_is_refused_with_why(tmp_path, store):
-    catalog = Catalog(tmp_path / "catalog.db")
+    catalog = SqliteDocumentCatalog(SqliteDatabase(tmp_path / "catalog.db"))
     catalog.set_meta(EMBEDDING_MODEL, "model-a")
 
     def load(source: dict) -> ModelChange:
@@ -134,7 +135,7 @@ def test_a_model_that_cannot_be_loaded_is_refused_with_why(tmp_path, store):
 
 
 def test_a_recorded_source_that_gives_another_model_is_refused(tmp_path, store):
-    catalog = Catalog(tmp_path / "catalog.db")
+    catalog = SqliteDocumentCatalog(SqliteDatabase(tmp_path / "catalog.db"))
     catalog.set_meta(EMBEDDING_MODEL, "model-a")
     live = LiveIndex(catalog, store, expected_model="model-a",
                      load_model=lambda source: ModelChange("model-c", DIM, lambda: None))
@@ -171,7 +172,7 @@ def test_an_idle_server_follows_the_pointer_without_a_request(tmp_path):
     import time
 
     store = EdgeIndexStore(tmp_path / "data" / "qdrant", DIM)
-    catalog = Catalog(tmp_path / "catalog.db")
+    catalog = SqliteDocumentCatalog(SqliteDatabase(tmp_path / "catalog.db"))
     live = LiveIndex(catalog, store)
     live.upsert([_point(1, "old")])
     new = store.open("g2")

@@ -9,6 +9,7 @@ import pytest
 from citewise.connectors.folder import FolderConfig, FolderConnector
 from citewise.index.catalog import chunk_point_id, document_id
 from citewise.index.payload import ChunkPayload
+from citewise.index.source_store import RunCounts
 from citewise.index.vector_index import ChunkPoint, IndexFilter
 from citewise.ingest.jobs import run_source
 from citewise.settings import SourceConfig
@@ -27,9 +28,7 @@ def points_of(services, doc_id) -> list[str]:
 
 def assert_index_matches_catalog(services):
     """Every live chunk is in the index exactly once, and nothing else is."""
-    catalog_ids = {
-        row["id"] for row in services.catalog.db.query("SELECT id FROM chunks")
-    }
+    catalog_ids = {pid for _, ids in services.catalog.live_points().values() for pid in ids}
     assert set(services.index.point_ids(IndexFilter())) == catalog_ids
     assert services.index.count() == len(catalog_ids)
 
@@ -58,7 +57,7 @@ def test_first_run_indexes_every_document(make_services, kb):
     # The raw bytes are stored content-addressed and round-trip.
     raw = (kb / "runbooks/redis-failover.md").read_bytes()
     assert services.blobs.get(redis.blob_key) == raw
-    headings = {c["heading"] for c in services.catalog.chunks_of(redis.id)}
+    headings = {c.heading for c in services.catalog.chunk_rows(redis.id)}
     assert {"Diagnosis", "Mitigation"} <= headings
     assert_index_matches_catalog(services)
 
@@ -137,7 +136,7 @@ def test_bad_files_are_recorded_and_lose_nothing(make_services, kb):
     assert "not valid YAML" in failed["runbooks/redis-failover.md"]
     assert "binary" in failed["runbooks/binary.md"]
     assert "UTF-8" in failed["wiki/latin1.txt"]
-    run = services.catalog.get_run(report.run_id)
+    run = services.sources.get_run(report.run_id)
     assert {e["external_id"] for e in run["errors"]} == set(failed)
     # The previously indexed redis runbook is still there and still found.
     hits = services.search.search("Sentinel failover redis", Identity.anonymous(), top_k=3)
@@ -199,7 +198,7 @@ def test_crash_mid_run_then_resume(make_services, kb):
     connector = CrashingConnector(FolderConfig(path=kb, readers=["public"]))
     with pytest.raises(KeyboardInterrupt):
         services.pipeline.run("kb", "folder", connector, config={"path": str(kb)})
-    runs = services.catalog.list_runs("kb")
+    runs = services.sources.list_runs("kb")
     assert runs[0]["status"] == "interrupted"
     assert services.catalog.count_documents("kb") == 2  # the first batch landed
 
@@ -273,8 +272,8 @@ def test_readers_never_see_a_half_swapped_document(make_services, kb):
     assert any(h.document_id == doc_id for h in hits)
 
     # The next run after an interrupted one sweeps such strays.
-    run_id = services.catalog.start_run("kb", "test")
-    services.catalog.db["ingest_runs"].update(run_id, {"status": "interrupted"})
+    run_id = services.sources.start_run("kb", "test")
+    services.sources.finish_run(run_id, RunCounts(), "interrupted")
     ingest(services, kb)
     assert stray.id not in points_of(services, doc_id)
     assert_index_matches_catalog(services)

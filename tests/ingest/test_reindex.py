@@ -30,8 +30,8 @@ import pytest
 from click.testing import CliRunner
 
 from citewise.api.cli import cli
+from citewise.api.composition import build_stores
 from citewise.api.settings import Settings
-from citewise.index.catalog import Catalog
 from citewise.index.generations import BUILDING, LIVE, building_generation
 from citewise.ingest.jobs import run_source
 from citewise.ingest.runlock import RunLock
@@ -47,19 +47,19 @@ QUERIES = ("redis failover sentinel", "postgres disk full", "onboarding access r
 
 
 def _chunk_ids(data: Path) -> set[str]:
-    catalog = Catalog(data / "catalog.db")
+    stores = build_stores(Settings(data_dir=data))
     try:
-        return {r["id"] for r in catalog.db["chunks"].rows}
+        return {pid for _, ids in stores.catalog.live_points().values() for pid in ids}
     finally:
-        catalog.close()
+        stores.close()
 
 
 def _meta(data: Path, key: str) -> str | None:
-    catalog = Catalog(data / "catalog.db")
+    stores = build_stores(Settings(data_dir=data))
     try:
-        return catalog.meta(key)
+        return stores.catalog.meta(key)
     finally:
-        catalog.close()
+        stores.close()
 
 
 def _citewise(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -390,7 +390,9 @@ def test_a_killed_reindex_leaves_the_old_index_serving_and_the_next_finishes(tmp
         reindexer.close()
     assert done.status == "up-to-date" and done.dropped == [""], done
     assert not (data / "qdrant").exists() and not (data / "reindex").exists()
-    assert building_generation(Catalog(data / "catalog.db")) is None
+    stores = build_stores(settings)
+    assert building_generation(stores.catalog) is None
+    stores.close()
     _invoke("--config", config, "verify")
     services = build_services(settings)
     try:

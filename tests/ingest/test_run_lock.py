@@ -39,13 +39,13 @@ def test_a_cron_run_that_finds_the_lock_held_does_nothing_and_exits_4(site):
     assert "skipped: another run holds the ingest lock" in out.stderr
     assert f"ingest job (schedule) of kb (pid {os.getpid()}" in out.stderr
     # It did nothing: no run was recorded.
-    from citewise.index.catalog import Catalog
+    from citewise.api.composition import build_stores
 
-    catalog = Catalog(site / "data" / "catalog.db")
+    stores = build_stores(Settings(data_dir=site / "data"))
     try:
-        assert catalog.list_runs("kb") == []
+        assert stores.sources.list_runs("kb") == []
     finally:
-        catalog.close()
+        stores.close()
 
 
 def test_the_servers_jobs_take_the_same_lock(site, make_services):

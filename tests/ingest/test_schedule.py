@@ -128,13 +128,13 @@ def test_the_scheduler_runs_due_sources_through_the_job_queue(tmp_path, make_ser
         jobs.append(services.jobs.submit([source], trigger=trigger))
 
     scheduler = Scheduler(plan("30 2 * * *", [source]), UTC_ZONE, submit,
-                          lambda name: last_run_started(services.catalog, name), now=clock,
+                          lambda name: last_run_started(services.sources, name), now=clock,
                           catch_up=False)
     assert scheduler.tick() == at("2026-12-03T02:30") and jobs == []
     clock.now = at("2026-12-03T02:30")
     assert scheduler.tick() == at("2026-12-04T02:30")
     assert _wait(services.jobs, jobs[0].id).status == "done"
-    run = services.catalog.list_runs("kb", limit=1)[0]
+    run = services.sources.list_runs("kb", limit=1)[0]
     assert run["trigger"] == "schedule" and run["status"] == "succeeded"
 
     # The next night another process (an external cron) holds the lock: not doubled; tried
@@ -143,11 +143,11 @@ def test_the_scheduler_runs_due_sources_through_the_job_queue(tmp_path, make_ser
     with RunLock(services.settings.data.run_lock_path).held("citewise ingest --all (cron)"):
         assert scheduler.tick() == at("2026-12-04T02:35")
     assert len(jobs) == 1
-    assert len(services.catalog.list_runs("kb")) == 1
+    assert len(services.sources.list_runs("kb")) == 1
     clock.now = at("2026-12-04T02:35")
     assert scheduler.tick() == at("2026-12-05T02:30")
     assert _wait(services.jobs, jobs[1].id).status == "done"
-    assert len(services.catalog.list_runs("kb")) == 2
+    assert len(services.sources.list_runs("kb")) == 2
 
 
 def test_a_run_missed_while_the_server_was_down_runs_at_start(tmp_path, make_services):
@@ -173,4 +173,4 @@ def test_a_run_missed_while_the_server_was_down_runs_at_start(tmp_path, make_ser
                         lambda name: at("2026-12-03T02:30"), now=clock)
     on_time.tick()
     assert submitted == []
-    assert services.catalog.list_runs("kb") == []
+    assert services.sources.list_runs("kb") == []

@@ -161,12 +161,12 @@ def _after_the_fault(root: Path, written_before: set[str], message: str,
 
     services = _services(root)
     try:
-        last = services.catalog.list_runs("kb", limit=1)[0]
+        last = services.sources.list_runs("kb", limit=1)[0]
         assert last["status"] == "failed" and message in last["message"], last
         assert last["failed"] == 0 and last["deleted"] == 0
         if last_met_it:
             assert last["added"] == len(written_before), last
-        assert services.catalog.get_run(last["id"])["errors"] == []
+        assert services.sources.get_run(last["id"])["errors"] == []
         assert _documents(services) == set(ALL_PATHS) | written_before
         for rel in sorted(written_before):
             n = int(rel[-5:-3])
@@ -393,7 +393,7 @@ def _catalog_fills_up(site: Path, cached_embeddings: Path, room: int) -> str | N
         ids = {document_id("kb", rel): rel for rel in EXTRA}
         services = _services(root)
         try:
-            last = services.catalog.list_runs("kb", limit=1)[0]
+            last = services.sources.list_runs("kb", limit=1)[0]
             assert last["status"] == "failed" and "writing the catalog" in last["message"]
             assert (last["failed"], last["deleted"]) == (0, 0)
             # Every document the catalog switched to counts, whatever failed after its switch.
@@ -423,11 +423,13 @@ def _catalog_fills_up(site: Path, cached_embeddings: Path, room: int) -> str | N
 def test_a_run_on_a_full_disk_still_records_how_it_ended(tmp_path):
     """The room kept beside the catalog (FINAL_WORD_BYTES) is enough for a run's last write on a
     disk with no room at all: without it the run is listed as interrupted, without why."""
-    from citewise.index.catalog import Catalog, RunCounts
+    from citewise.index.source_store import RunCounts
+    from citewise.index.sqlite_source_store import SqliteSourceStore
+    from citewise.sqlite import SqliteDatabase
 
     folder = tmp_path / "disk"
     with _small_disk(folder, 16, tmpfs=True):
-        catalog = Catalog(folder / "catalog.db")
+        catalog = SqliteSourceStore(SqliteDatabase(folder / "catalog.db"))
         try:
             run_id = catalog.start_run("kb", "test")
             catalog.keep_room_for_final_word()
@@ -455,12 +457,14 @@ def test_each_store_says_its_disk_is_full(tmp_path, store):
     import numpy as np
 
     from citewise.index.blobs import LocalBlobStore
-    from citewise.index.catalog import Catalog, RunCounts
     from citewise.index.dense import EmbeddingCache
+    from citewise.index.source_store import RunCounts
+    from citewise.index.sqlite_source_store import SqliteSourceStore
+    from citewise.sqlite import SqliteDatabase
 
     folder = tmp_path / "disk"
     with _small_disk(folder, 16, tmpfs=True):
-        catalog = Catalog(folder / "catalog.db")
+        catalog = SqliteSourceStore(SqliteDatabase(folder / "catalog.db"))
         cache = EmbeddingCache(folder / "embeddings.db")
         blobs = LocalBlobStore(folder / "blobs")
         run_id = catalog.start_run("kb", "test")
@@ -605,7 +609,7 @@ def test_an_s3_outage_mid_run_ends_it_clearly_and_a_rerun_completes(s3_site, s3)
     # check of the blobs waits until S3 is back.)
     services = _services(root)
     try:
-        last = services.catalog.list_runs("kb", limit=1)[0]
+        last = services.sources.list_runs("kb", limit=1)[0]
         assert last["status"] == "failed" and "does not answer" in last["message"], last
         assert (last["failed"], last["deleted"], last["added"]) == (0, 0, len(written))
         assert _documents(services) == set(ALL_PATHS) | written
@@ -620,7 +624,7 @@ def test_an_s3_outage_mid_run_ends_it_clearly_and_a_rerun_completes(s3_site, s3)
                             trigger="test")
         assert report.status == "failed" and "does not answer" in report.message
         assert time.monotonic() - started < 20
-        assert services.catalog.list_runs("kb", limit=1)[0]["status"] == "failed"
+        assert services.sources.list_runs("kb", limit=1)[0]["status"] == "failed"
     finally:
         services.close()
 

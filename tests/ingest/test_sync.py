@@ -108,7 +108,7 @@ def test_later_runs_read_only_what_changed_and_deletions_apply(make_services):
     first = run(services, source)
     assert first.status == "succeeded", first.summary()
     assert first.counts.added == 3
-    assert services.catalog.get_source("wiki")["state"]["cursor"] == {"revision": 3}
+    assert services.sources.get_source("wiki").state["cursor"] == {"revision": 3}
 
     source.put("kafka", page("kafka") + "\nAlso check consumer lag.\n")
     source.remove("redis")
@@ -131,14 +131,14 @@ def test_a_failed_document_is_retried_next_run_and_keeps_its_old_version(make_se
     source.broken.add("redis")
     report = run(services, source)
     assert report.status == "partial"
-    assert services.catalog.get_source("wiki")["state"]["retry"] == ["redis"]
+    assert services.sources.get_source("wiki").state["retry"] == ["redis"]
     assert services.catalog.documents_of_source("wiki")["redis"].chunk_count > 0
 
     source.broken.clear()
     again = run(services, source)  # nothing changed since, but the failed page is read again
     assert source.requests[-1].retry == ["redis"]
     assert again.counts.updated == 1 and again.status == "succeeded"
-    assert services.catalog.get_source("wiki")["state"]["retry"] == []
+    assert services.sources.get_source("wiki").state["retry"] == []
 
 
 def test_an_interrupted_run_resumes_after_its_last_written_batch(make_services):
@@ -150,7 +150,7 @@ def test_an_interrupted_run_resumes_after_its_last_written_batch(make_services):
     with pytest.raises(KeyboardInterrupt):
         run(services, source, batch_size=2)
     assert len(services.catalog.documents_of_source("wiki")) == 4
-    state = services.catalog.get_source("wiki")["state"]
+    state = services.sources.get_source("wiki").state
     assert state["checkpoint"] == {"after": 4} and "cursor" not in state
 
     source.crash_after_batches = None
@@ -158,7 +158,7 @@ def test_an_interrupted_run_resumes_after_its_last_written_batch(make_services):
     assert source.requests[-1].checkpoint == {"after": 4}
     assert report.counts.seen == 2 and report.counts.added == 2, report.summary()
     assert len(services.catalog.documents_of_source("wiki")) == 6
-    assert services.catalog.get_source("wiki")["state"]["checkpoint"] is None
+    assert services.sources.get_source("wiki").state["checkpoint"] is None
 
 
 def test_a_failed_listing_keeps_everything_and_the_old_state(make_services):
@@ -166,12 +166,12 @@ def test_a_failed_listing_keeps_everything_and_the_old_state(make_services):
     source = ChangingSource()
     source.put("redis", page("redis"))
     run(services, source)
-    before = services.catalog.get_source("wiki")["state"]
+    before = services.sources.get_source("wiki").state
     source.fail_listing = True
     report = run(services, source)
     assert report.status == "failed"
     assert "503" in report.message
-    assert services.catalog.get_source("wiki")["state"] == before
+    assert services.sources.get_source("wiki").state == before
     assert set(services.catalog.documents_of_source("wiki")) == {"redis"}
 
 
@@ -250,7 +250,7 @@ def test_secrets_are_redacted_before_anything_is_stored(make_services, tmp_path)
     record = services.catalog.documents_of_source("notes")["aws.md"]
     assert record.metadata["redactions"] == [{"kind": "aws-access-key-id", "line": 3}]
     assert secret.encode() not in services.blobs.get(record.blob_key)
-    assert all(secret not in c["text"] for c in services.catalog.chunks_of(record.id))
+    assert all(secret not in c.text for c in services.catalog.chunk_rows(record.id))
     hits = services.search.search("deploy user key", Identity(), top_k=5)
     assert hits and all(secret not in h.text for h in hits)
 
@@ -316,8 +316,8 @@ def test_a_new_spelling_of_readers_reaches_pages_the_source_did_not_change(make_
     # The state and readers the previous version left: its digest had no spelling in it.
     old_definition = hashlib.sha256(
         json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    stored = services.catalog.get_source("wiki")["state"]
-    services.catalog.set_source_state("wiki", {**stored, "definition": old_definition})
+    stored = services.sources.get_source("wiki").state
+    services.sources.set_source_state("wiki", {**stored, "definition": old_definition})
     services.index.set_payload(doc_id, {"readers": ["group:Security"]})
     services.catalog.update_document_fields(doc_id, readers=["group:Security"])
 

@@ -58,7 +58,7 @@ def _inject_faults(services) -> dict[str, str]:
     secret = _doc(services, SECRET)
     redis = _doc(services, "runbooks/redis-failover.md")
     onboarding = _doc(services, "wiki/onboarding.html")
-    lost_point = services.catalog.chunks_of(redis.id)[0]["id"]
+    lost_point = services.catalog.chunk_rows(redis.id)[0].id
     services.index.delete_points([lost_point])
     # A stale payload that leaks: the restricted runbook's points made readable by anyone.
     services.index.set_payload(secret.id, {"readers": ["public"]})
@@ -122,7 +122,7 @@ def test_an_interrupted_repair_is_finished_by_the_next(site):
     try:
         for path in ("runbooks/redis-failover.md", "runbooks/postgres-disk-full.md", SECRET):
             record = _doc(services, path)
-            services.index.delete_points([c["id"] for c in services.catalog.chunks_of(record.id)])
+            services.index.delete_points([c.id for c in services.catalog.chunk_rows(record.id)])
 
         def interrupt(n: int, total: int) -> None:
             if n == 1:
@@ -177,7 +177,7 @@ def test_a_repair_that_would_fill_the_disk_stops_and_the_next_finishes(site):
     try:
         for path in ("runbooks/redis-failover.md", SECRET):
             record = _doc(services, path)
-            services.index.delete_points([c["id"] for c in services.catalog.chunks_of(record.id)])
+            services.index.delete_points([c.id for c in services.catalog.chunk_rows(record.id)])
     finally:
         services.close()
     env = clean_env(CITEWISE_CONFIG_FILE=str(site / "citewise.toml"),

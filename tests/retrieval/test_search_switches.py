@@ -12,11 +12,12 @@ from __future__ import annotations
 import pytest
 
 from citewise.errors import BackendError
-from citewise.index.catalog import Catalog
 from citewise.index.generations import LIVE, LiveIndex, next_generation
 from citewise.index.qdrant_edge_index import EdgeIndexStore
 from citewise.index.sparse import Bm25Encoder
+from citewise.index.sqlite_catalog import SqliteDocumentCatalog
 from citewise.retrieval.search import SearchService
+from citewise.sqlite import SqliteDatabase
 from citewise.types import Identity
 
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:U
 class SwitchedAfterEveryQuery:
     """An edge store whose generations, once searched, see the pointer moved to a new one."""
 
-    def __init__(self, store: EdgeIndexStore, catalog: Catalog) -> None:
+    def __init__(self, store: EdgeIndexStore, catalog: SqliteDocumentCatalog) -> None:
         self.store = store
         self.catalog = catalog
         self.switches = 0
@@ -50,7 +51,7 @@ class SwitchedAfterEveryQuery:
 
 
 def test_a_search_switched_under_every_try_asks_for_a_retry(tmp_path):
-    catalog = Catalog(tmp_path / "catalog.db")
+    catalog = SqliteDocumentCatalog(SqliteDatabase(tmp_path / "catalog.db"))
     store = SwitchedAfterEveryQuery(EdgeIndexStore(tmp_path / "qdrant", 4), catalog)
     live = LiveIndex(catalog, store)
     search = SearchService(catalog=catalog, index=live, dense=None,  # type: ignore[arg-type]

@@ -23,7 +23,7 @@ from citewise.api.slack.events import events_app
 from citewise.api.slack.people import People
 from citewise.api.slack.threads import Threads
 from tests.fakes.slack_api import BOT_TOKEN, SlackAPI
-from tests.kb import make_key
+from tests.kb import make_key, stored_rows
 from tests.live import LiveServer, free_port
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # the signing secret of Slack's docs' example
@@ -349,7 +349,7 @@ def test_feedback_buttons_reach_the_feedback_api(bot_url, slack, citewise, demo_
     human = slack.wait_for("chat.postMessage", 2, where=lambda a: a.get("thread_ts") == ts)[1]
     assert "can help" in human["text"]
     services, _ = demo_kb
-    rows = services.catalog.connection().execute(
+    rows = stored_rows(services).execute(
         "SELECT helpful, principal FROM feedback WHERE answer_id = ?", (answer_id,)).fetchall()
     assert [tuple(r) for r in rows] == [(0, "user:bob@fernhill.example")]
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from citewise.api.app import create_app
-from tests.kb import make_key
+from tests.kb import make_key, stored_rows
 from tests.live import LiveServer
 
 sync_api = pytest.importorskip(
@@ -200,7 +200,7 @@ def test_feedback_is_sent_with_the_wrong_citation(page, demo_kb):
     answer.get_by_role("combobox", name="Which source was wrong?").select_option("1")
     answer.get_by_role("button", name="Send").click()
     sync_api.expect(answer.locator(".feedback .thanks")).to_be_visible()
-    row = services.catalog.connection().execute(
+    row = stored_rows(services).execute(
         "SELECT helpful, comment, wrong_citation FROM feedback ORDER BY id DESC LIMIT 1"
     ).fetchone()
     assert tuple(row) == (0, "step order changed in March", 1)

@@ -1,0 +1,85 @@
+"""Where conversations are kept: each conversation's owner and turn count, every answer given
+(as a turn of a conversation, or alone, for feedback), and the feedback on them.
+
+``ConversationStore`` is the contract; ``sqlite_conversation_store.py`` keeps it in the embedded
+database. The rules (who may see what, what a turn shows today, when a conversation expires)
+are ``conversations.py``'s: the store keeps rows and answers plain questions about them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from citewise.retrieval.answering import Answer
+
+
+@dataclass
+class ConversationRow:
+    id: str
+    owner: str
+    title: str
+    created_at: str
+    updated_at: str
+    turns: int = 0
+
+    def summary(self) -> dict:
+        """What a conversation's listing shows (the owner is the caller's own)."""
+        return {"id": self.id, "title": self.title, "created_at": self.created_at,
+                "updated_at": self.updated_at, "turns": self.turns}
+
+
+@dataclass
+class StoredAnswer:
+    id: str
+    owner: str
+    question: str  # as asked
+    standalone: str  # as searched (a follow-up rewritten to stand alone)
+    answer: Answer
+    created_at: str
+    conversation_id: str | None = None
+    turn: int | None = None  # its place in the conversation, from 1
+    documents: list[str] = field(default_factory=list)  # the documents it cites
+
+
+class ConversationStore(Protocol):
+    def start(self, conversation_id: str, owner: str, title: str, at: str) -> None:
+        """A new conversation; for an id that exists, only its ``updated_at`` moves, and only
+        when ``owner`` is its owner (someone else's is left as it is)."""
+        ...
+
+    def get(self, conversation_id: str) -> ConversationRow | None: ...
+
+    def owned_by(self, owner: str, since: str, limit: int) -> list[ConversationRow]:
+        """The owner's conversations updated since ``since``, most recent first."""
+        ...
+
+    def add_answer(self, answer: StoredAnswer) -> StoredAnswer:
+        """Keep an answer; one of a conversation becomes its next turn (``turn`` set, the
+        conversation's turn count and ``updated_at`` moved), atomically."""
+        ...
+
+    def answers(self, conversation_id: str) -> list[StoredAnswer]:
+        """The conversation's turns, in order."""
+        ...
+
+    def answer(self, answer_id: str) -> StoredAnswer | None: ...
+
+    def delete(self, conversation_id: str) -> None:
+        """The conversation and its turns gone."""
+        ...
+
+    def expire(self, before: str) -> int:
+        """Forget conversations not updated since ``before``, and their turns, except the
+        answers that received feedback (golden-set candidates); how many conversations."""
+        ...
+
+    def add_feedback(self, answer_id: str, principal: str, helpful: bool, comment: str | None,
+                     wrong_citation: int | None, at: str) -> None: ...
+
+    def feedback_since(self, since: str) -> list[tuple[dict, StoredAnswer]]:
+        """Feedback given since ``since`` (``helpful``, ``comment``, ``wrong_citation``,
+        ``created_at``) with the answer it is about, oldest first."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,152 @@
+"""Conversations (``conversation_store.py``) in the embedded SQLite database:
+``conversations``, ``answers`` and ``feedback``."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from citewise.api.conversation_store import ConversationRow, StoredAnswer
+from citewise.retrieval.answering import Answer
+from citewise.sqlite import SqliteDatabase
+from citewise.sqlite_schema import Migration, StoreSchema
+
+# ``shipped_as``: the catalog's PRAGMA user_version that first held the change, before the
+# stores split (``citewise.sqlite_schema``).
+SCHEMA = StoreSchema("conversations", (
+    # Conversations, every answer given (for feedback), and the feedback.
+    Migration("""
+    CREATE TABLE conversations (
+        id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        title TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        turns INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX conversations_owner ON conversations(owner, updated_at);
+    CREATE TABLE answers (
+        id TEXT PRIMARY KEY,
+        conversation_id TEXT,
+        turn INTEGER,
+        owner TEXT NOT NULL,
+        question TEXT NOT NULL,
+        standalone TEXT NOT NULL,
+        answer TEXT NOT NULL,
+        documents TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX answers_conversation ON answers(conversation_id, turn);
+    CREATE TABLE feedback (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        answer_id TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        helpful INTEGER NOT NULL,
+        comment TEXT,
+        wrong_citation INTEGER,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX feedback_at ON feedback(created_at);
+    """, shipped_as=7),
+))
+
+_CONVERSATION = "id, owner, title, created_at, updated_at, turns"
+_ANSWER = "id, owner, question, standalone, answer, created_at, conversation_id, turn, documents"
+
+
+class SqliteConversationStore:
+    """``ConversationStore`` over the tables above, in ``database``."""
+
+    def __init__(self, database: SqliteDatabase) -> None:
+        self.database = database
+        database.migrate(SCHEMA)
+
+    def _conn(self) -> sqlite3.Connection:
+        return self.database.connection()
+
+    def close(self) -> None:
+        self.database.close()
+
+    def start(self, conversation_id: str, owner: str, title: str, at: str) -> None:
+        self._conn().execute(
+            "INSERT INTO conversations (id, owner, title, created_at, updated_at, turns) "
+            "VALUES (?, ?, ?, ?, ?, 0) ON CONFLICT(id) DO UPDATE SET updated_at = "
+            "CASE WHEN conversations.owner = excluded.owner THEN excluded.updated_at "
+            "ELSE conversations.updated_at END",
+            (conversation_id, owner, title, at, at))
+
+    def get(self, conversation_id: str) -> ConversationRow | None:
+        row = self._conn().execute(f"SELECT {_CONVERSATION} FROM conversations WHERE id = ?",
+                                   (conversation_id,)).fetchone()
+        return ConversationRow(*row) if row is not None else None
+
+    def owned_by(self, owner: str, since: str, limit: int) -> list[ConversationRow]:
+        return [ConversationRow(*r) for r in self._conn().execute(
+            f"SELECT {_CONVERSATION} FROM conversations WHERE owner = ? AND updated_at >= ? "
+            "ORDER BY updated_at DESC LIMIT ?", (owner, since, limit))]
+
+    def add_answer(self, answer: StoredAnswer) -> StoredAnswer:
+        with self.database.transaction():
+            conn = self._conn()
+            if answer.conversation_id is not None:
+                answer.turn = conn.execute("SELECT turns FROM conversations WHERE id = ?",
+                                           (answer.conversation_id,)).fetchone()[0] + 1
+                conn.execute("UPDATE conversations SET turns = ?, updated_at = ? WHERE id = ?",
+                             (answer.turn, answer.created_at, answer.conversation_id))
+            conn.execute(
+                f"INSERT INTO answers ({_ANSWER}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (answer.id, answer.owner, answer.question, answer.standalone,
+                 answer.answer.model_dump_json(), answer.created_at, answer.conversation_id,
+                 answer.turn, json.dumps(answer.documents)))
+        return answer
+
+    def answers(self, conversation_id: str) -> list[StoredAnswer]:
+        return [_answer(r) for r in self._conn().execute(
+            f"SELECT {_ANSWER} FROM answers WHERE conversation_id = ? ORDER BY turn",
+            (conversation_id,))]
+
+    def answer(self, answer_id: str) -> StoredAnswer | None:
+        row = self._conn().execute(f"SELECT {_ANSWER} FROM answers WHERE id = ?",
+                                   (answer_id,)).fetchone()
+        return _answer(row) if row is not None else None
+
+    def delete(self, conversation_id: str) -> None:
+        with self.database.transaction():
+            conn = self._conn()
+            conn.execute("DELETE FROM answers WHERE conversation_id = ?", (conversation_id,))
+            conn.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+
+    def expire(self, before: str) -> int:
+        with self.database.transaction():
+            conn = self._conn()
+            ids = [r[0] for r in conn.execute(
+                "SELECT id FROM conversations WHERE updated_at < ?", (before,))]
+            conn.executemany("DELETE FROM answers WHERE conversation_id = ? AND id NOT IN "
+                             "(SELECT answer_id FROM feedback)", [(i,) for i in ids])
+            conn.executemany("DELETE FROM conversations WHERE id = ?", [(i,) for i in ids])
+        return len(ids)
+
+    def add_feedback(self, answer_id: str, principal: str, helpful: bool, comment: str | None,
+                     wrong_citation: int | None, at: str) -> None:
+        self._conn().execute(
+            "INSERT INTO feedback (answer_id, principal, helpful, comment, wrong_citation, "
+            "created_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (answer_id, principal, int(helpful), comment, wrong_citation, at))
+
+    def feedback_since(self, since: str) -> list[tuple[dict, StoredAnswer]]:
+        columns = ", ".join(f"a.{c.strip()}" for c in _ANSWER.split(","))
+        rows = self._conn().execute(
+            f"SELECT f.helpful, f.comment, f.wrong_citation, f.created_at, {columns} "
+            "FROM feedback f JOIN answers a ON a.id = f.answer_id WHERE f.created_at >= ? "
+            "ORDER BY f.created_at", (since,)).fetchall()
+        return [({"helpful": bool(r[0]), "comment": r[1], "wrong_citation": r[2],
+                  "created_at": r[3]}, _answer(r[4:])) for r in rows]
+
+
+def _answer(row) -> StoredAnswer:
+    (answer_id, owner, question, standalone, answer, created_at, conversation_id, turn,
+     documents) = tuple(row)
+    return StoredAnswer(id=answer_id, owner=owner, question=question, standalone=standalone,
+                        answer=Answer.model_validate_json(answer), created_at=created_at,
+                        conversation_id=conversation_id, turn=turn,
+                        documents=json.loads(documents or "[]"))

@@ -1,0 +1,88 @@
+"""Metering's contract (``api/metering/store.py``): usage, the audit log and the token buckets,
+through the services that keep them, on every backend."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+from citewise.api.identity.keys import ApiKeys
+from citewise.api.metering.audit import AuditLog
+from citewise.api.metering.buckets import Policy, TokenBuckets
+from citewise.api.metering.store import Usage
+from citewise.api.metering.usage import UsageLog
+
+NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
+
+
+def _usage(at: datetime, status: int = 200, key: str | None = "bot", **extra) -> Usage:
+    return Usage(at.isoformat(timespec="seconds"), "user:dana", key, "/v1/search", "POST",
+                 status, 10.0, results=2, **extra)
+
+
+def test_each_request_is_counted_once_before_and_after_compaction(stores):
+    log = UsageLog(stores.metering, stores.keys, raw_days=7, retention_days=400)
+    for days, status in ((10, 200), (10, 429), (10, 500), (1, 200), (500, 200)):
+        log.record(_usage(NOW - timedelta(days=days), status, cache_hits=1, saved_tokens=7))
+    assert log.flush() == 5 and log.flush() == 0
+    window = (NOW - timedelta(days=30), NOW)
+    before = log.report(*window)
+    assert [(r["principal"], r["requests"], r["errors"], r["denied"], r["results"],
+             r["cache_hits"], r["saved_tokens"]) for r in before] == [
+        ("user:dana", 4, 2, 1, 8, 4, 28)]
+    assert log.compact(NOW) == 4  # three 10 days old, one past retention
+    assert log.compact(NOW) == 0
+    assert log.report(*window) == before  # folded, not lost and not counted twice
+    assert log.report(NOW - timedelta(days=600), NOW)[0]["requests"] == 4  # 500 days: dropped
+    by_key = log.report(*window, group_by="key")
+    assert by_key[0]["key"] == "bot"
+    by_day = {r["day"]: r["requests"] for r in log.report(*window, group_by="day")}
+    assert by_day == {(NOW - timedelta(days=10)).date().isoformat(): 3,
+                      (NOW - timedelta(days=1)).date().isoformat(): 1}
+
+
+def test_a_request_with_a_key_records_when_the_key_was_last_used(stores):
+    ApiKeys(stores.keys).create("bot", "search")
+    log = UsageLog(stores.metering, stores.keys)
+    log.record(_usage(NOW - timedelta(minutes=5)))
+    log.record(_usage(NOW - timedelta(minutes=1)))
+    log.record(_usage(NOW, status=401))  # a refusal is not a use
+    log.flush()
+    assert stores.keys.get("bot").last_used_at == (NOW - timedelta(minutes=1)).isoformat(
+        timespec="seconds")
+
+
+def test_the_audit_log_reads_newest_first_and_after_an_entry(stores, open_stores):
+    audit = AuditLog(stores.metering)
+    audit.record("key.create", actor="operator:ana", target="ci", detail={"scopes": ["search"]})
+    audit.record("key.revoke", actor="operator:ana", target="ci", request_id="r2")
+    audit.record("request.refused", actor="anonymous", outcome="denied", client="10.0.0.9")
+    entries = AuditLog(open_stores().metering).read()
+    assert [e["action"] for e in entries] == ["request.refused", "key.revoke", "key.create"]
+    assert entries[0]["id"] > entries[1]["id"] > entries[2]["id"]
+    assert entries[2]["detail"] == {"scopes": ["search"]} and entries[1]["request_id"] == "r2"
+    assert entries[0]["outcome"] == "denied" and entries[0]["client"] == "10.0.0.9"
+    assert [e["action"] for e in audit.read(after_id=entries[2]["id"])] == [
+        "request.refused", "key.revoke"]
+    assert [e["target"] for e in audit.read(action="key.revoke")] == ["ci"]
+    assert len(audit.read(limit=1)) == 1
+    assert audit.read(since="2999-01-01") == []
+
+
+def test_a_buckets_level_survives_a_restart_and_refills(stores, open_stores):
+    policy = Policy("answer-minute", "principal:user:dana|answer|minute", quota=3, window=60)
+    buckets = TokenBuckets(stores.metering)
+    now = time.time()
+    for _ in range(3):
+        assert buckets.take([policy], now=now).allowed
+    assert buckets.flush() == 1
+    restarted = TokenBuckets(open_stores().metering)
+    assert restarted.load() == 1
+    assert not restarted.take([policy], now=now).allowed  # no fresh allowance after a restart
+    assert restarted.take([policy], now=now + 20).allowed  # 20 s refill one token of 3/min
+
+
+def test_idle_buckets_are_forgotten(stores):
+    stores.metering.save_buckets({"old": (1.0, 100.0), "new": (2.0, 5000.0)},
+                                 forget_before=1000.0)
+    assert stores.metering.load_buckets() == {"new": (2.0, 5000.0)}

@@ -1,0 +1,71 @@
+"""The contract of sources and their runs (``index/source_store.py``), on every backend."""
+
+from __future__ import annotations
+
+from citewise.index.source_store import RunCounts, sources_with_counts
+
+
+def test_a_source_is_registered_once_and_keeps_its_state(stores, open_stores):
+    sources = stores.sources
+    sources.ensure_source("wiki", "confluence", {"spaces": ["OPS"]})
+    sources.set_source_state("wiki", {"cursor": {"revision": 3}})
+    sources.set_healthy_documents("wiki", 40)
+    sources.ensure_source("wiki", "confluence", {"spaces": ["OPS", "SRE"]})
+    sources.ensure_source("docs", "folder", {})
+    again = open_stores().sources
+    wiki = again.get_source("wiki")
+    assert wiki.config == {"spaces": ["OPS", "SRE"]} and wiki.type == "confluence"
+    assert wiki.state == {"cursor": {"revision": 3}}  # settings changed, state kept
+    assert again.healthy_documents("wiki") == 40 and again.healthy_documents("docs") is None
+    assert again.get_source("nope") is None and again.healthy_documents("nope") is None
+    assert [s.name for s in again.list_sources()] == ["docs", "wiki"]
+
+
+def test_runs_are_recorded_with_their_counts_and_errors(stores):
+    runs = stores.sources
+    runs.ensure_source("kb", "folder", {})
+    first = runs.start_run("kb", "cli")
+    runs.update_run(first, RunCounts(seen=5, added=2))
+    assert runs.get_run(first)["status"] == "running" and runs.get_run(first)["seen"] == 5
+    runs.record_error(first, "kb", "b.md", "could not parse")
+    runs.record_error(first, "kb", None, "warning: slow")
+    runs.finish_run(first, RunCounts(seen=5, added=4, failed=1), "partial", "1 failed")
+    run = runs.get_run(first)
+    assert (run["status"], run["added"], run["failed"], run["message"], run["trigger"]) == (
+        "partial", 4, 1, "1 failed", "cli")
+    assert run["started_at"] and run["finished_at"]
+    assert run["errors"] == [{"external_id": "b.md", "error": "could not parse"},
+                             {"external_id": None, "error": "warning: slow"}]
+    assert runs.get_run(first + 1000) is None
+
+
+def test_a_run_left_running_is_interrupted_by_the_sources_next_run(stores):
+    runs = stores.sources
+    killed = runs.start_run("kb", "cron")
+    elsewhere = runs.start_run("wiki", "cron")
+    latest = runs.start_run("kb", "cron")
+    assert runs.get_run(killed)["status"] == "interrupted"
+    assert runs.get_run(killed)["finished_at"]
+    assert runs.get_run(elsewhere)["status"] == "running"  # another source's run is its own
+    assert [r["id"] for r in runs.list_runs("kb")] == [latest, killed]  # newest first
+    assert [r["id"] for r in runs.list_runs(limit=2)] == [latest, elsewhere]
+
+
+def test_sources_are_listed_with_what_a_caller_may_read_and_their_last_runs(stores):
+    from tests.stores.test_document_catalog_contract import record, save
+
+    save(stores, record("kb", "a.md"))
+    save(stores, record("kb", "b.md", readers=["group:sre"]))
+    stores.sources.ensure_source("empty", "folder", {})
+    done = stores.sources.start_run("kb", "cli")
+    stores.sources.finish_run(done, RunCounts(), "succeeded")
+    partial = stores.sources.start_run("kb", "cli")
+    stores.sources.finish_run(partial, RunCounts(failed=1), "partial")
+    listed = {s["name"]: s for s in sources_with_counts(stores.sources, stores.catalog,
+                                                        ["public"])}
+    assert (listed["kb"]["documents"], listed["kb"]["chunks"]) == (1, 2)
+    assert listed["empty"]["documents"] == 0 and listed["empty"]["last_success_at"] is None
+    assert listed["kb"]["last_success_at"] == stores.sources.get_run(done)["finished_at"]
+    assert listed["kb"]["last_completed_at"] == stores.sources.get_run(partial)["finished_at"]
+    everything = {s["name"]: s for s in sources_with_counts(stores.sources, stores.catalog)}
+    assert everything["kb"]["documents"] == 2
