@@ -133,12 +133,11 @@ def _lines(text: str, start: int | None, end: int | None) -> str:
     return "\n".join(f"{n}: {lines[n - 1]}" for n in range(lo, hi + 1))
 
 
-def build_mcp(backend_for) -> MCPServer:
-    """The MCP server; ``backend_for(ctx)`` gives the tools their backend for one call. A
+def build_mcp(make_backend) -> MCPServer:
+    """The MCP server; ``make_backend(ctx)`` gives the tools their backend for one call. A
     citewise error (a missing scope, a document the caller may not read) reaches the agent as
     the tool's error message, with its hint."""
     server = MCPServer("citewise", instructions=INSTRUCTIONS)
-    make_backend = backend_for
 
     class _Guarded:
         def __init__(self, backend) -> None:
@@ -154,7 +153,7 @@ def build_mcp(backend_for) -> MCPServer:
                     raise ToolError(str(e)) from e
             return call
 
-    def backend_for(ctx: Context):
+    def guarded(ctx: Context):
         try:
             return _Guarded(make_backend(ctx))
         except CitewiseError as e:
@@ -169,7 +168,7 @@ def build_mcp(backend_for) -> MCPServer:
         names), tags or services. Use it to find passages to read; use `answer` for a cited
         answer to a question."""
         filters = {"sources": sources or [], "tags": tags or [], "services": services or []}
-        results = backend_for(ctx).search(query, max(1, min(top_k, 50)), filters)
+        results = guarded(ctx).search(query, max(1, min(top_k, 50)), filters)
         return {"results": results}
 
     @server.tool()
@@ -179,7 +178,7 @@ def build_mcp(backend_for) -> MCPServer:
         [n] in `answer` points at `citations[n]` (path, lines, link). `abstained` is true when
         nothing the caller may read answers it: say so rather than guess. Pass the
         `conversation_id` of a previous answer to ask a follow-up."""
-        return backend_for(ctx).answer(question, conversation_id)
+        return guarded(ctx).answer(question, conversation_id)
 
     @server.tool()
     def get_document(document_id: str, ctx: Context, start_line: int | None = None,
@@ -187,7 +186,7 @@ def build_mcp(backend_for) -> MCPServer:
         """A document the caller may read, by the id a search result or citation gave: its
         metadata and text, or only lines start_line..end_line (numbered), or only the chunks
         of one section (a heading path such as "Mitigation")."""
-        doc = backend_for(ctx).document(document_id, True)
+        doc = guarded(ctx).document(document_id, True)
         text = doc.pop("content", None) or ""
         if section:
             chunks = [c for c in doc.get("chunks", []) if section.lower() in
@@ -202,12 +201,12 @@ def build_mcp(backend_for) -> MCPServer:
     def list_sources(ctx: Context) -> dict:
         """The sources indexed (runbook folders, git repositories, Confluence spaces) with how
         many documents of each the caller may read."""
-        return {"sources": backend_for(ctx).sources()}
+        return {"sources": guarded(ctx).sources()}
 
     @server.resource("citewise://documents/{document_id}", mime_type="application/json")
     def document_resource(document_id: str, ctx: Context) -> dict:
         """A document the caller may read, with its text."""
-        return backend_for(ctx).document(document_id, True)
+        return guarded(ctx).document(document_id, True)
 
     return server
 

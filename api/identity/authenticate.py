@@ -225,7 +225,7 @@ def header_text(value: str | None) -> str:
     bytes, so a value that is valid UTF-8 is read as UTF-8 (a latin-1 reading of such bytes is
     mojibake no one meant), and any other value stays latin-1."""
     if not value:
-        return value or ""
+        return ""
     try:
         return value.encode("latin-1").decode("utf-8")
     except (UnicodeEncodeError, UnicodeDecodeError):

@@ -78,7 +78,8 @@ class KeySet:
             stale = time.monotonic() - self._fetched_at > MAX_AGE
             if (kid not in self._keys or stale) and self._may_fetch(kid, stale):
                 self._refresh(required=kid not in self._keys)
-            return self._keys.get(kid)
+            # Keys are stored by their kid: a token that names none matches none.
+            return None if kid is None else self._keys.get(kid)
 
     def _may_fetch(self, kid: str | None, stale: bool) -> bool:
         if not self._keys or stale:
@@ -121,6 +122,7 @@ class KeySet:
     def _read(self) -> dict:
         if self.path is not None:
             return json.loads(self.path.read_text(encoding="utf-8"))
+        assert self.url is not None  # __init__ refuses a key set with neither a file nor a URL
         client = self._client or httpx.Client(timeout=self.timeout)
         try:
             resp = client.get(self.url)
