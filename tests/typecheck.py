@@ -7,7 +7,7 @@ tree out under ``build/typecheck/`` as symbolic links to the folders (always the
 checkout, never copies), runs mypy on its top-level packages there, and writes the paths it
 reports back as the checkout's paths (``citewise/index/catalog.py`` -> ``index/catalog.py``).
 
-``make typecheck`` runs this file; ``tests/test_types.py`` runs it in ``make test``.
+``make typecheck`` runs this file; ``tests/test_typecheck.py`` runs it in ``make test``.
 """
 
 from __future__ import annotations
