@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 
 from citewise.api.conversation_store import ConversationRow, StoredAnswer
 from citewise.retrieval.answering import Answer
-from citewise.sqlite import SqliteDatabase
+from citewise.sqlite import SqliteStore
 from citewise.sqlite_schema import Migration, StoreSchema
 
 # ``shipped_as``: the catalog's PRAGMA user_version that first held the change, before the
@@ -54,18 +53,10 @@ _CONVERSATION = "id, owner, title, created_at, updated_at, turns"
 _ANSWER = "id, owner, question, standalone, answer, created_at, conversation_id, turn, documents"
 
 
-class SqliteConversationStore:
+class SqliteConversationStore(SqliteStore):
     """``ConversationStore`` over the tables above, in ``database``."""
 
-    def __init__(self, database: SqliteDatabase) -> None:
-        self.database = database
-        database.migrate(SCHEMA)
-
-    def _conn(self) -> sqlite3.Connection:
-        return self.database.connection()
-
-    def close(self) -> None:
-        self.database.close()
+    schema = SCHEMA
 
     def start(self, conversation_id: str, owner: str, title: str, at: str) -> None:
         self._conn().execute(

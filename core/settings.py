@@ -266,6 +266,16 @@ class CoreSettings(SettingsPart):
         default=None, description="TOML file with [settings] and [[sources]] (citewise.toml)."
     )
     data_dir: Path = Field(default=Path("data"), description="Folder that holds all state.")
+    database_url: str | None = Field(
+        default=None,
+        description="PostgreSQL URL (postgresql://user:password@host:5432/db) for the state "
+        "every replica shares: catalog, sources, keys, usage, conversations, cache, jobs; "
+        "unset = the SQLite file in the data folder (one machine).")
+    database_pool_size: int = Field(
+        default=10, ge=1, description="Connections each process keeps open to the database.")
+    database_timeout: float = Field(
+        default=5.0, gt=0, description="Seconds to wait for a database connection before "
+        "answering 503.")
     log_level: str = Field(default="INFO", description="DEBUG, INFO, WARNING or ERROR.")
     log_format: Literal["text", "json"] = Field(default="text", description="text or json.")
     default_readers: Annotated[list[str] | None, NoDecode] = Field(

@@ -17,7 +17,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, ClassVar, Literal, TypeVar, overload
 
 from citewise.errors import (
     BackendError,
@@ -112,6 +112,23 @@ class SqliteDatabase:
         self.connection().execute(
             f'INSERT INTO "{table}" ({names(columns)}) VALUES ({marks(columns)}) '
             f'ON CONFLICT("{pk}") DO UPDATE SET {updates}', [row[c] for c in columns])
+
+
+class SqliteStore:
+    """What every store's SQLite implementation shares: its tables migrated to ``schema``'s
+    latest version when it is built, and this thread's connection to the shared file."""
+
+    schema: ClassVar[StoreSchema]
+
+    def __init__(self, database: SqliteDatabase) -> None:
+        self.database = database
+        database.migrate(self.schema)
+
+    def _conn(self) -> sqlite3.Connection:
+        return self.database.connection()
+
+    def close(self) -> None:
+        self.database.close()
 
 
 def names(columns: list[str]) -> str:

@@ -22,43 +22,20 @@ Never edit a migration that has shipped; append a new one.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from citewise.errors import ConfigError
+from citewise.store_schema import Migration, StoreSchema
 
 if TYPE_CHECKING:
     from citewise.sqlite import SqliteDatabase
 
 LAYOUT = 13
 LEGACY = "legacy_catalog"  # the row that keeps a pre-split file's PRAGMA user_version
+__all__ = ["Migration", "StoreSchema", "check_layout", "file_versions", "migrate",
+           "store_versions"]
+
 UPGRADE_HINT = "upgrade citewise, or point CITEWISE_DATA_DIR at another folder"
-
-
-@dataclass(frozen=True)
-class Migration:
-    sql: str
-    # The PRAGMA user_version that first held this change, for changes made before the stores
-    # split (None for every later one): a file written then already has it.
-    shipped_as: int | None = None
-
-
-@dataclass(frozen=True)
-class StoreSchema:
-    """A store's tables: ``store`` names its row in ``schema_versions``; migration i moves
-    them from version i to i + 1."""
-
-    store: str
-    migrations: tuple[Migration, ...]
-
-    @property
-    def latest(self) -> int:
-        return len(self.migrations)
-
-    def held_by_legacy(self, user_version: int) -> int:
-        """How many of the migrations a pre-split file at ``user_version`` already holds."""
-        return sum(1 for m in self.migrations
-                   if m.shipped_as is not None and m.shipped_as <= user_version)
 
 
 def check_layout(db: SqliteDatabase) -> None:

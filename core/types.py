@@ -154,7 +154,6 @@ class Chunk:
     # For code: True when the chunk is a later part of the definition ``symbol`` names, which
     # was too long for one chunk: it starts past the line declaring it, so it holds no
     # signature. False for any other code chunk; None where the chunker does not say (prose).
-    # Written to the index only, not to the catalog: see ``ChunkPayload.continues_symbol``.
     continues_symbol: bool | None = None
 
     def location(self) -> dict[str, Any]:
@@ -167,6 +166,7 @@ class Chunk:
             "start_line": self.start_line,
             "end_line": self.end_line,
             "symbol": self.symbol,
+            "continues_symbol": self.continues_symbol,
         }
 
 

@@ -138,6 +138,7 @@ class ChunkRow:
     end_line: int | None = None
     token_count: int = 0
     symbol: str | None = None
+    continues_symbol: bool | None = None
 
 
 class DocumentCatalog(Protocol):

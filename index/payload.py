@@ -78,9 +78,8 @@ class ChunkPayload(DocumentPayload):
     # Code: whether the chunk continues the definition ``symbol`` names past the line declaring
     # it, which an earlier chunk holds (the code chunker splits a long one along its
     # statements): its first line is no signature. None on points written before the chunker
-    # said so, and on points rebuilt from the catalog, which does not keep it (hence not in
-    # ``Chunk.location()``): a reader then reads the chunk's first line, as before
-    # (``retrieval/answering``).
+    # said so (the catalog keeps it too, so a point rebuilt from the catalog says it again):
+    # a reader then reads the chunk's first line, as before (``retrieval/answering``).
     continues_symbol: bool | None = None
 
     def to_payload(self) -> dict[str, Any]:
@@ -93,8 +92,7 @@ class ChunkPayload(DocumentPayload):
 
     @classmethod
     def for_chunk(cls, document: DocumentPayload, chunk: Chunk) -> ChunkPayload:
-        return cls(**asdict(document), **chunk.location(),
-                   continues_symbol=chunk.continues_symbol)
+        return cls(**asdict(document), **chunk.location())
 
 
 _FIELD_NAMES = frozenset(f.name for f in fields(ChunkPayload))

@@ -14,6 +14,9 @@ from citewise.settings import SettingsPart
 class IndexSettings(SettingsPart):
     """The vector index (embedded Qdrant or a server) and the blob store (a folder or S3)."""
 
+    vector_store: Literal["qdrant", "pgvector"] = Field(
+        default="qdrant", description="qdrant (embedded, or a server with CITEWISE_QDRANT_URL) "
+        "or pgvector (tables in CITEWISE_DATABASE_URL's database).")
     qdrant_url: str | None = Field(
         default=None,
         description="Qdrant server URL; unset = embedded Qdrant in the data folder "

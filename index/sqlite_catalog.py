@@ -25,7 +25,7 @@ from citewise.index.catalog import (
 )
 from citewise.index.generations import BUILDING, LIVE
 from citewise.index.outline import Outline
-from citewise.sqlite import SqliteDatabase, marks, names
+from citewise.sqlite import SqliteStore, marks, names
 from citewise.sqlite_schema import Migration, StoreSchema, file_versions
 from citewise.types import Chunk
 
@@ -118,7 +118,18 @@ SCHEMA = StoreSchema("documents", (
         metadata = json_remove(metadata, '$.injection_chunks')
         WHERE json_type(metadata, '$.injection_chunks') = 'array';
     """, shipped_as=12),
+    # Whether a code chunk continues a definition split into parts (``Chunk.continues_symbol``):
+    # kept here so that points rebuilt from the catalog (verify --repair, reindex) say it too.
+    # NULL for chunks written before: readers then look at the chunk's first line.
+    Migration("""
+    ALTER TABLE chunks ADD COLUMN continues_symbol INTEGER;
+    """),
 ))
+
+def _flag(value: int | None) -> bool | None:
+    """A nullable SQLite boolean (0, 1 or NULL) as Python's."""
+    return None if value is None else bool(value)
+
 
 # A document counts for a caller when one of its readers is among the caller's principals.
 _READABLE = "EXISTS (SELECT 1 FROM json_each(d.readers) WHERE value IN ({marks}))"
@@ -131,18 +142,10 @@ def _readable(principals: list[str] | None) -> tuple[str, list[str]]:
     return _READABLE.format(marks=",".join("?" * len(principals)) or "NULL"), list(principals)
 
 
-class SqliteDocumentCatalog:
+class SqliteDocumentCatalog(SqliteStore):
     """``DocumentCatalog`` over the tables above, in ``database``."""
 
-    def __init__(self, database: SqliteDatabase) -> None:
-        self.database = database
-        database.migrate(SCHEMA)
-
-    def _conn(self) -> sqlite3.Connection:
-        return self.database.connection()
-
-    def close(self) -> None:
-        self.database.close()
+    schema = SCHEMA
 
     # Documents -------------------------------------------------------------------------------
     def get_document(self, doc_id: str) -> DocumentRecord | None:
@@ -235,14 +238,16 @@ class SqliteDocumentCatalog:
     def chunk_rows(self, doc_id: str) -> list[ChunkRow]:
         return [ChunkRow(id=r["id"], ordinal=r["ordinal"], heading=r["heading"], text=r["text"],
                          anchor=r["anchor"], start_line=r["start_line"], end_line=r["end_line"],
-                         token_count=r["token_count"] or 0, symbol=r["symbol"])
+                         token_count=r["token_count"] or 0, symbol=r["symbol"],
+                         continues_symbol=_flag(r["continues_symbol"]))
                 for r in self._conn().execute(
                     "SELECT * FROM chunks WHERE document_id = ? ORDER BY ordinal", [doc_id])]
 
     def chunks(self, doc_id: str) -> list[Chunk]:
         return [Chunk(document_id=doc_id, ordinal=r.ordinal, text=r.text, heading=r.heading,
                       anchor=r.anchor, start_line=r.start_line, end_line=r.end_line,
-                      token_count=r.token_count, symbol=r.symbol)
+                      token_count=r.token_count, symbol=r.symbol,
+                      continues_symbol=r.continues_symbol)
                 for r in self.chunk_rows(doc_id)]
 
     def count_chunks(self) -> int:

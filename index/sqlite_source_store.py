@@ -17,7 +17,7 @@ from typing import Any
 
 from citewise.index.catalog import now
 from citewise.index.source_store import RunCounts, SourceRecord
-from citewise.sqlite import SqliteDatabase
+from citewise.sqlite import SqliteStore
 from citewise.sqlite_schema import Migration, StoreSchema
 
 # ``shipped_as``: the catalog's PRAGMA user_version that first held the change, before the
@@ -80,18 +80,10 @@ SCHEMA = StoreSchema("sources", (
 FINAL_WORD_BYTES = 64 * 1024
 
 
-class SqliteSourceStore:
+class SqliteSourceStore(SqliteStore):
     """``SourceStore`` over the tables above, in ``database``."""
 
-    def __init__(self, database: SqliteDatabase) -> None:
-        self.database = database
-        database.migrate(SCHEMA)
-
-    def _conn(self) -> sqlite3.Connection:
-        return self.database.connection()
-
-    def close(self) -> None:
-        self.database.close()
+    schema = SCHEMA
 
     # Sources -----------------------------------------------------------------------------------
     def ensure_source(self, name: str, type: str, config: dict[str, Any]) -> None:

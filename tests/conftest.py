@@ -69,6 +69,25 @@ def s3_server():
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL 16 server with pgvector on loopback (``tests/postgres_server.py``),
+    shared by the session; a test that needs a database asks for ``postgres_url``."""
+    from tests.postgres_server import remove, start_or_skip_reason
+
+    server = start_or_skip_reason()
+    if isinstance(server, str):
+        pytest.skip(server)
+    yield server
+    remove(server)
+
+
+@pytest.fixture
+def postgres_url(postgres) -> str:
+    """A fresh, empty database of its own (with the vector extension) on that server."""
+    return postgres.create_database()
+
+
 @pytest.fixture
 def s3_bucket(s3_server):
     import uuid

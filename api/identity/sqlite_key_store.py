@@ -7,7 +7,7 @@ import sqlite3
 
 from citewise.api.identity.key_store import ApiKey
 from citewise.errors import ConflictError, NotFoundError
-from citewise.sqlite import SqliteDatabase
+from citewise.sqlite import SqliteStore
 from citewise.sqlite_schema import Migration, StoreSchema
 
 # ``shipped_as``: the catalog's PRAGMA user_version that first held the change, before the
@@ -38,18 +38,10 @@ SCHEMA = StoreSchema("identity", (
 ))
 
 
-class SqliteKeyStore:
+class SqliteKeyStore(SqliteStore):
     """``KeyStore`` over ``api_keys``, in ``database``."""
 
-    def __init__(self, database: SqliteDatabase) -> None:
-        self.database = database
-        database.migrate(SCHEMA)
-
-    def _conn(self) -> sqlite3.Connection:
-        return self.database.connection()
-
-    def close(self) -> None:
-        self.database.close()
+    schema = SCHEMA
 
     def add(self, key: ApiKey, secret_hash: str) -> None:
         with self.database.transaction():

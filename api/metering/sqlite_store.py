@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import astuple
 from typing import Any
 
 from citewise.api.metering.store import AuditEntry, Usage
-from citewise.sqlite import SqliteDatabase
+from citewise.sqlite import SqliteStore
 from citewise.sqlite_schema import Migration, StoreSchema
 
 # ``shipped_as``: the catalog's PRAGMA user_version that first held the change, before the
@@ -85,18 +84,10 @@ _GROUP_SQL = {"principal": "principal", "key": "coalesce(key, '')", "route": "ro
               "day": "substr(t, 1, 10)"}
 
 
-class SqliteMeteringStore:
+class SqliteMeteringStore(SqliteStore):
     """``MeteringStore`` over the tables above, in ``database``."""
 
-    def __init__(self, database: SqliteDatabase) -> None:
-        self.database = database
-        database.migrate(SCHEMA)
-
-    def _conn(self) -> sqlite3.Connection:
-        return self.database.connection()
-
-    def close(self) -> None:
-        self.database.close()
+    schema = SCHEMA
 
     # Usage -------------------------------------------------------------------------------------
     def add_usage(self, rows: list[Usage]) -> None:

@@ -36,6 +36,9 @@ class UsageLog:
             rows, self._pending = self._pending, []
         if rows:
             self.store.add_usage(rows)
+            # Two stores, two writes (not one transaction): the usage rows are the record and
+            # are written first; a key's last-used stamp is a hint for `citewise keys list`,
+            # so a crash between the two loses at most one flush's stamps, never usage.
             used: dict[str, str] = {}
             for r in rows:
                 if r.key and r.status < 400:

@@ -26,6 +26,11 @@ SURFACE: list[tuple[str, Any, Any, Any, str, Any]] = [
     ("data_dir", Path("data"), "toml-data", HERE / "toml-data", "/nonexistent/env-data",
      Path("/nonexistent/env-data")),
     ("min_free_mb", 100, 101, 101, "102", 102),
+    ("database_url", None, "postgresql://toml@db/citewise", "postgresql://toml@db/citewise",
+     "postgresql://env@db/citewise", "postgresql://env@db/citewise"),
+    ("database_pool_size", 10, 11, 11, "12", 12),
+    ("database_timeout", 5.0, 6.5, 6.5, "7", 7.0),
+    ("vector_store", "qdrant", "pgvector", "pgvector", "qdrant", "qdrant"),
     ("log_level", "INFO", "WARNING", "WARNING", "ERROR", "ERROR"),
     ("log_format", "text", "json", "json", "text", "text"),
     ("schedule_ingest", None, "30 2 * * *", "30 2 * * *", "@daily", "@daily"),
@@ -225,7 +230,7 @@ def test_every_setting_is_a_variable_and_a_key_and_nothing_else(no_settings):
     removed = {"api_keys"}
     assert sorted(n for n in values if n not in tables | removed | {"config_file"}) == \
         sorted(NAMES)
-    assert len(NAMES) == len(set(NAMES)) == 95
+    assert len(NAMES) == len(set(NAMES)) == 99
 
 
 def test_defaults(no_settings):

@@ -22,7 +22,8 @@ def record(source: str, external_id: str, version: str = "v1", *, readers=("publ
 
 def chunks(doc: DocumentRecord, *texts: str) -> tuple[list[Chunk], list[str]]:
     made = [Chunk(document_id=doc.id, ordinal=i, text=t, heading=f"H{i}", start_line=i + 1,
-                  end_line=i + 1, token_count=3, symbol="def f" if i else None)
+                  end_line=i + 1, token_count=3, symbol="def f" if i else None,
+                  continues_symbol=(i > 1) if i else None)
             for i, t in enumerate(texts)]
     return made, [chunk_point_id(doc.id, doc.version, i) for i in range(len(made))]
 
@@ -50,6 +51,11 @@ def test_a_saved_document_reads_back_as_written(stores):
     assert [(r.id, r.symbol) for r in catalog.chunk_rows(doc.id)] == [(ids[0], None),
                                                                        (ids[1], "def f")]
     assert catalog.outlines([doc.id, "nope"])[doc.id].sections[0].title == "Steps"
+    # The code chunker's mark is kept, so that a point rebuilt from the catalog says it too;
+    # unknown (None), false and true are three answers.
+    save(stores, code := record("kb", "f.py", content="h2"), "def f():", "    x = 1", "    y")
+    assert [c.continues_symbol for c in catalog.chunks(code.id)] == [None, False, True]
+    catalog.delete_document(code.id)
     assert catalog.current_versions([doc.id, "nope"]) == {doc.id: "v1"}
     assert catalog.content_hashes() == {doc.id: "h1"}
     assert (catalog.count_documents(), catalog.count_documents("kb"),
