@@ -228,7 +228,7 @@ class Answering:
         asking.searched, asking.rewritten_by = standalone(
             text, previous, gateway=self.services.gateway, history=asking.history)
         if asking.searched != text:
-            asking.guard.question(asking.searched)
+            asking.searched = asking.guard.rewritten(asking.searched)
 
     def _keep(self, asking: _Asking, answer: Answer) -> Answered:
         answer_id = self.services.conversations.record(
@@ -241,4 +241,4 @@ class Answering:
         """The decisions not yet in the audit log and the metrics (each once)."""
         if asking.guard.decisions:
             asking.guard.report(self.audit, asking.asker.caller.principal,
-                                asking.asker.request_id)
+                                asking.asker.request_id, key=asking.asker.caller.key)

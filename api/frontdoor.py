@@ -111,6 +111,7 @@ class FrontDoor:
         token = REQUEST_ID.set(request_id)
         state = scope.setdefault("state", {})
         state["request_id"] = request_id
+        state["outer_root_path"] = scope.get("root_path", "")
         path, method = scope.get("path", ""), scope.get("method", "GET")
         rule = rule_for(method, path)
         extra = [*SECURITY_HEADERS, (b"x-request-id", request_id.encode())]
@@ -195,7 +196,11 @@ class FrontDoor:
 
     def _record(self, door, scope: Scope, state: dict, rule: Rule, caller: Caller | None,
                 method: str, status: int, started: float, request_id: str) -> None:
-        route = getattr(scope.get("route"), "path", None) or rule.label
+        route = getattr(scope.get("route"), "path", None)
+        # A mounted app (/mcp) matches its own routes under the mount, and the router records
+        # the inner one ("/"): the mount's prefix is what the root path grew by on the way in.
+        mount = scope.get("root_path", "")[len(state.get("outer_root_path", "")):]
+        route = (mount + route).rstrip("/") or "/" if route and mount else route or rule.label
         principal = caller.principal if caller else "unauthenticated"
         key = caller.key if caller else None
         metrics.REQUESTS_BY_KEY.labels(key or "", route, str(status)).inc()

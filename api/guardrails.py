@@ -251,6 +251,18 @@ class Guarded:
             self._note(e.decisions)
             raise
 
+    def rewritten(self, question: str) -> str:
+        """A question the model rewrote to stand alone: the model's text, so held to the
+        answer's rules before anything else sees it (it is searched, kept with the
+        conversation and shown back with it), then checked as a question."""
+        try:
+            cleaned = self._text(question, where="rewritten question")
+        except GuardrailBlocked as e:
+            self._note(e.decisions)
+            raise
+        self.question(cleaned)
+        return cleaned
+
     def answer(self, answer: Answer) -> Answer:
         self._note(answer.guardrails)
         try:
@@ -262,8 +274,8 @@ class Guarded:
         cleaned.guardrails = list(self.decisions)
         return cleaned
 
-    def _text(self, text: str) -> str:
-        cleaned, decisions = self.guardrails.clean(text, self.route)
+    def _text(self, text: str, where: str = "answer") -> str:
+        cleaned, decisions = self.guardrails.clean(text, self.route, where)
         self._note(decisions)
         return cleaned
 
@@ -319,13 +331,16 @@ class Guarded:
             self._note(e.decisions)
             yield AnswerEvent("error", {**e.problem(), "received": ""})
 
-    def report(self, audit, principal: str, request_id: str | None = None) -> None:
-        """Every decision not reported yet to the audit log and the metrics."""
+    def report(self, audit, principal: str, request_id: str | None = None, *,
+               key: str | None = None) -> None:
+        """Every decision not reported yet to the audit log and the metrics, with the
+        principal and the key (its name) that asked."""
         fresh, self._reported = self.decisions[self._reported:], len(self.decisions)
         for d in fresh:
             metrics.GUARDRAIL_DECISIONS.labels(d["policy"], d["kind"], d["action"]).inc()
             try:
-                audit.record(f"guardrail.{d['action']}", actor=principal, target=d["policy"],
+                audit.record(f"guardrail.{d['action']}", actor=principal, key=key,
+                             target=d["policy"],
                              outcome="denied" if d["action"] == "block" else "ok",
                              detail={"kind": d["kind"], "where": d["where"],
                                      "detail": d["detail"], "route": self.route},

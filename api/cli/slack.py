@@ -24,7 +24,7 @@ def build_bot(obj: Context, *, http: bool):
     from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
     from citewise.api.slack.api import CitewiseAPI
-    from citewise.api.slack.bot import Bot, ChannelConfig, build_app
+    from citewise.api.slack.bot import Bot, build_app
     from citewise.api.slack.deliveries import Deliveries
     from citewise.api.slack.people import People
     from citewise.api.slack.threads import Threads
@@ -37,7 +37,7 @@ def build_bot(obj: Context, *, http: bool):
     client = WebClient(token=token, base_url=settings.slack_api_url,
                        retry_handlers=[RateLimitErrorRetryHandler(max_retry_count=3)])
     api = CitewiseAPI(server, os.environ.get("CITEWISE_API_KEY"))
-    channels = {c.id: ChannelConfig(**c.model_dump()) for c in settings.slack_channels}
+    channels = {c.id: c for c in settings.slack_channels}
     state = settings.slack_state or obj.settings.data_dir / "slack-threads.db"
     bot = Bot(api, client, server_url=server, people=People(client, settings.slack_groups),
               threads=Threads(state), channels=channels, deliveries=Deliveries(state))

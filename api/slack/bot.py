@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from slack_bolt import App, BoltResponse
 from slack_sdk import WebClient
@@ -35,22 +35,11 @@ from citewise.api.slack.api import CitewiseAPI, CitewiseUnavailable
 from citewise.api.slack.deliveries import Deliveries
 from citewise.api.slack.people import People, UnknownPerson
 from citewise.api.slack.render import render
+from citewise.api.slack.settings import SlackChannelConfig
 from citewise.api.slack.threads import Threads
 
 log = logging.getLogger("citewise.slack")
 _MENTION = re.compile(r"<@[A-Z0-9]+>")
-
-
-@dataclass
-class ChannelConfig:
-    """``[[slack.channels]]``: how the bot behaves in one channel."""
-
-    id: str
-    sources: list[str] = field(default_factory=list)  # only these sources; empty: all
-    mention_only: bool = True  # False: every top-level question in the channel is answered
-    ephemeral: bool = False  # answer only the asker, as the asker
-    audience: list[str] = field(default_factory=list)  # groups every member belongs to
-    oncall: str | None = None  # a Slack user group id to mention for "ask a human"
 
 
 @dataclass
@@ -68,7 +57,7 @@ class Asked:
 class Bot:
     def __init__(self, api: CitewiseAPI, client: WebClient, *, server_url: str,
                  people: People | None = None, threads: Threads | None = None,
-                 channels: dict[str, ChannelConfig] | None = None,
+                 channels: dict[str, SlackChannelConfig] | None = None,
                  deliveries: Deliveries | None = None) -> None:
         self.api = api
         self.client = client
@@ -79,8 +68,9 @@ class Bot:
         self.deliveries = deliveries or Deliveries()
         self.ack_seconds: list[float] = []  # event received -> 👀 (for the tests and logs)
 
-    def channel(self, channel_id: str) -> ChannelConfig:
-        return self.channels.get(channel_id) or ChannelConfig(channel_id)
+    def channel(self, channel_id: str) -> SlackChannelConfig:
+        # A channel without an entry behaves by the defaults (Slack's own id, so not validated).
+        return self.channels.get(channel_id) or SlackChannelConfig.model_construct(id=channel_id)
 
     def identity(self, asked: Asked) -> tuple[str | None, list[str]]:
         if asked.direct or self.channel(asked.channel).ephemeral:

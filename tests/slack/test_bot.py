@@ -18,9 +18,10 @@ from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 from citewise.api.app import create_app
 from citewise.api.settings import Settings
 from citewise.api.slack.api import CitewiseAPI
-from citewise.api.slack.bot import Bot, ChannelConfig, build_app
+from citewise.api.slack.bot import Bot, build_app
 from citewise.api.slack.events import events_app
 from citewise.api.slack.people import People
+from citewise.api.slack.settings import SlackChannelConfig
 from citewise.api.slack.threads import Threads
 from tests.fakes.slack_api import BOT_TOKEN, SlackAPI
 from tests.kb import make_key, stored_rows
@@ -53,7 +54,7 @@ def make_bot(citewise_url: str, key: str, slack: SlackAPI, tmp_path, **channels)
     return Bot(CitewiseAPI(citewise_url, key, timeout=30), client, server_url=citewise_url,
                people=People(client, {"security-team": "security"}),
                threads=Threads(tmp_path / "threads.db"),
-               channels={c: ChannelConfig(c, **opts) for c, opts in channels.items()})
+               channels={c: SlackChannelConfig(id=c, **opts) for c, opts in channels.items()})
 
 
 @pytest.fixture
