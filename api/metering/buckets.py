@@ -98,11 +98,10 @@ class LocalLevels:
 
     def change(self, buckets: Sequence[str], step: Step) -> None:
         with self._lock:
-            changed = step([self._levels.get(b) for b in buckets])
+            changed = step(list(map(self._levels.get, buckets)))
             if changed is not None:
-                for bucket, level in zip(buckets, changed, strict=True):
-                    self._levels[bucket] = level
-                    self._dirty.add(bucket)
+                self._levels.update(zip(buckets, changed, strict=True))
+                self._dirty.update(buckets)
 
     def load(self) -> int:
         if self.store is None:
@@ -170,7 +169,7 @@ class TokenBuckets:
         def step(kept: list[Level | None]) -> list[Level] | None:
             nonlocal allowed
             seen[:] = [_refilled(p, level, at) for p, level in zip(policies, kept, strict=True)]
-            allowed = all(tokens >= 1.0 for tokens in seen)
+            allowed = min(seen) >= 1.0
             if not allowed:
                 return None
             seen[:] = [tokens - 1.0 for tokens in seen]
