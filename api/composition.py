@@ -25,7 +25,12 @@ from citewise.api.identity.settings import IdentitySettings
 from citewise.api.identity.sqlite_key_store import SqliteKeyStore
 from citewise.api.identity.tokens import KeySet, TokenPolicy, TokenVerifier
 from citewise.api.metering.audit import AuditLog
-from citewise.api.metering.buckets import TokenBuckets
+from citewise.api.metering.buckets import (
+    BucketLevels,
+    LocalLevels,
+    SharedLevels,
+    TokenBuckets,
+)
 from citewise.api.metering.limits import RateLimiter
 from citewise.api.metering.sqlite_store import SqliteMeteringStore
 from citewise.api.metering.store import MeteringStore
@@ -71,32 +76,73 @@ log = logging.getLogger("citewise")
 
 @dataclass
 class Stores:
-    """Every store the service keeps its state in, each behind its contract. One database holds
-    them all (the answer cache aside, kept in memory): the embedded SQLite file
-    ``<data dir>/catalog.db``, so that one file holds, backs up and restores the whole state."""
+    """Every store the service keeps its state in, each behind its contract, all in one
+    database: by default the embedded SQLite file ``<data dir>/catalog.db`` (so that one file
+    holds, backs up and restores the whole state; the answer cache is then this process's
+    memory), or with ``CITEWISE_DATABASE_URL`` a PostgreSQL database that every replica shares,
+    the answer cache and the rate limits included."""
 
     catalog: DocumentCatalog
     sources: SourceStore
     keys: KeyStore
     metering: MeteringStore
     conversations: ConversationStore
-    answer_cache: AnswerCacheStore  # this process's memory: entries are not shared
+    answer_cache: AnswerCacheStore
     staging: CatalogStaging  # where `citewise reindex` builds a generation's catalog
+    # Where a front door's rate-limit buckets keep their levels (``api/metering/buckets.py``):
+    # one per door, in this process's memory saved to ``metering``, or ``metering``'s own rows
+    # that every replica changes in place.
+    bucket_levels: Callable[[], BucketLevels]
     versions: Callable[[], dict[str, int]]  # each store's schema version
     close: Callable[[], None]
 
 
 def build_stores(settings: Settings) -> Stores:
-    """Open (and migrate, each store its own tables) the stores of ``settings``' data folder."""
+    """Open (and migrate, each store its own tables) the stores of ``settings``: in PostgreSQL
+    when ``CITEWISE_DATABASE_URL`` is set, else in the data folder's SQLite file."""
+    if settings.database_url:
+        return build_postgres_stores(settings, settings.database_url)
     database = SqliteDatabase(settings.data.catalog_path)
     sources = SqliteSourceStore(database)  # before the documents, which name their source
+    metering = SqliteMeteringStore(database)
     return Stores(
         catalog=SqliteDocumentCatalog(database), sources=sources,
-        keys=SqliteKeyStore(database), metering=SqliteMeteringStore(database),
+        keys=SqliteKeyStore(database), metering=metering,
         conversations=SqliteConversationStore(database),
         answer_cache=InMemoryAnswerCache(settings.retrieval.answer_cache_size),
         staging=SqliteCatalogStaging(settings.data_dir / "reindex"),
+        bucket_levels=lambda: LocalLevels(metering),
         versions=database.store_versions, close=database.close)
+
+
+def build_postgres_stores(settings: Settings, url: str) -> Stores:
+    """The stores in the PostgreSQL database at ``url``, on one pool that ``Stores.close``
+    closes. Imported here: an embedded installation never loads the driver."""
+    from citewise.api.identity.postgres_key_store import PostgresKeyStore
+    from citewise.api.metering.postgres_store import PostgresMeteringStore
+    from citewise.api.postgres_conversation_store import PostgresConversationStore
+    from citewise.index.postgres_catalog import PostgresDocumentCatalog
+    from citewise.index.postgres_source_store import PostgresSourceStore
+    from citewise.index.postgres_staging import PostgresCatalogStaging
+    from citewise.postgres import PostgresDatabase
+    from citewise.retrieval.answering.postgres_cache_store import PostgresAnswerCache
+
+    database = PostgresDatabase(url, pool_size=settings.database_pool_size,
+                                connect_timeout=settings.database_timeout)
+    try:
+        sources = PostgresSourceStore(database)  # before the documents, which name their source
+        metering = PostgresMeteringStore(database)
+        return Stores(
+            catalog=PostgresDocumentCatalog(database), sources=sources,
+            keys=PostgresKeyStore(database), metering=metering,
+            conversations=PostgresConversationStore(database),
+            answer_cache=PostgresAnswerCache(database, settings.retrieval.answer_cache_size),
+            staging=PostgresCatalogStaging(database),
+            bucket_levels=lambda: SharedLevels(metering),
+            versions=database.store_versions, close=database.close)
+    except BaseException:
+        database.close()
+        raise
 
 
 @dataclass
@@ -258,7 +304,8 @@ def build_reindexer(settings: Settings, services: Services | None = None) -> Rei
                      store=build_index_store(settings, dense.dim),
                      chunk_max_tokens=settings.ingest.chunk_max_tokens,
                      data_dir=settings.data_dir, min_free_bytes=settings.ingest.min_free_bytes,
-                     embedding_source=embedding_source(settings.embedding), owned=True)
+                     embedding_source=embedding_source(settings.embedding),
+                     release=stores.close)
 
 
 def build_index(settings: Settings, dim: int) -> VectorIndex:
@@ -551,7 +598,7 @@ def build_door(settings: Settings, stores: Stores, *, operator_token: str | None
         log.warning("INSECURE: X-Citewise-User/Groups are believed from every caller "
                     "(--insecure-trust-identity-headers); only safe behind a proxy that sets "
                     "them and that nothing can bypass")
-    buckets = TokenBuckets(stores.metering)
+    buckets = TokenBuckets(stores.bucket_levels())
     buckets.load()
     return Door(
         authenticator=authenticator, keys=keys, limiter=RateLimiter(settings.metering, buckets),

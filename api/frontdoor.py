@@ -162,7 +162,13 @@ class FrontDoor:
                         return
             state["caller"] = caller
             if rule is not None and rule.rate_class and caller is not None:
-                decision = door.limiter.check(caller, rule.rate_class)
+                try:
+                    decision = door.limiter.check(caller, rule.rate_class)
+                except CitewiseError as e:
+                    # Buckets shared by replicas live in the database: while it cannot be
+                    # reached the request gets the 503 of any outage, not a pass uncounted.
+                    await send_problem(send_with_headers, e, path=scope.get("path", ""))
+                    return
                 extra += [(k.lower().encode(), v.encode()) for k, v in decision.headers()]
                 if not decision.allowed:
                     metrics.RATE_LIMITED.labels(rule.rate_class).inc()
@@ -175,7 +181,11 @@ class FrontDoor:
             await self.app(scope, receive, send_with_headers)
         finally:
             if decision is not None and rule is not None:  # a decision is made for a rule
-                door.limiter.settle(rule.rate_class, decision, status["code"])
+                try:
+                    door.limiter.settle(rule.rate_class, decision, status["code"])
+                except CitewiseError:  # the answer is sent; a token not given back is all
+                    log.warning("could not give back the rate-limit token of a refused "
+                                "request (the database is unreachable)")
             if rule is not None:
                 self._record(door, scope, state, rule, caller, method, status["code"],
                              started, request_id)

@@ -25,6 +25,8 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+from psycopg.abc import Query
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -53,9 +55,15 @@ def is_postgres_url(url: str | None) -> bool:
 
 
 class PostgresDatabase:
-    """A pool of connections to one PostgreSQL database, shared by the stores of a process."""
+    """A pool of connections to one PostgreSQL database, shared by the stores of a process.
 
-    def __init__(self, url: str, *, pool_size: int = 10, connect_timeout: float = 5.0) -> None:
+    ``namespace``: a PostgreSQL schema (which must exist) that the pool's connections put
+    first on their ``search_path``, so that the stores built on this pool make and use their
+    tables there: what ``citewise reindex`` builds a generation's catalog in, beside the live
+    tables (``index/postgres_staging.py``). None: the URL's own search path."""
+
+    def __init__(self, url: str, *, pool_size: int = 10, connect_timeout: float = 5.0,
+                 namespace: str | None = None) -> None:
         if not is_postgres_url(url):
             raise ConfigError(f"CITEWISE_DATABASE_URL {display_url(url)!r} is not a "
                               "PostgreSQL URL", hint="write it as postgresql://user:password"
@@ -64,15 +72,19 @@ class PostgresDatabase:
         self.url = url
         self.display = display_url(url)
         self.connect_timeout = connect_timeout
+        self.namespace = namespace
         self._local = threading.local()  # the connection of this thread's open transaction
+        options = {"options": _with_search_path(url, namespace)} if namespace else {}
         self.pool = ConnectionPool(
             url, min_size=1, max_size=pool_size, open=False, timeout=connect_timeout,
+            # Says to the type checker what ``row_factory`` below makes: rows as dicts.
+            connection_class=psycopg.Connection[Row],
             # A connection broken while idle (the database restarted) is replaced before a
             # store gets it, so the first request after an outage does not fail for it.
             check=ConnectionPool.check_connection,
             kwargs={"autocommit": True, "row_factory": dict_row,
                     "connect_timeout": max(1, int(connect_timeout)),
-                    "application_name": "citewise"})
+                    "application_name": "citewise", **options})
         try:
             self.pool.open(wait=True, timeout=connect_timeout)
         except PoolTimeout as e:
@@ -111,15 +123,15 @@ class PostgresDatabase:
             finally:
                 self._local.conn = None
 
-    def rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Row]:
+    def rows(self, sql: Query, params: Sequence[Any] | dict[str, Any] = ()) -> list[Row]:
         with self.connection() as conn:
             return conn.execute(sql, params).fetchall()  # type: ignore[arg-type]
 
-    def row(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Row | None:
+    def row(self, sql: Query, params: Sequence[Any] | dict[str, Any] = ()) -> Row | None:
         with self.connection() as conn:
             return conn.execute(sql, params).fetchone()  # type: ignore[arg-type]
 
-    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
+    def execute(self, sql: Query, params: Sequence[Any] | dict[str, Any] = ()) -> int:
         """Run a statement; the number of rows it changed."""
         with self.connection() as conn:
             return conn.execute(sql, params).rowcount  # type: ignore[arg-type]
@@ -163,7 +175,7 @@ class PostgresDatabase:
                     f"version {current}, newer than this citewise ({schema.latest})",
                     hint=UPGRADE_HINT)
             for migration in schema.migrations[current:]:
-                conn.execute(migration.sql)  # type: ignore[arg-type]  # a script, no params
+                conn.execute(migration.sql)  # a script, no params: PostgreSQL runs it whole
             conn.execute("INSERT INTO schema_versions (store, version) VALUES (%s, %s) "
                          "ON CONFLICT (store) DO UPDATE SET version = excluded.version",
                          [schema.store, schema.latest])
@@ -175,6 +187,16 @@ class PostgresDatabase:
 
     def close(self) -> None:
         self.pool.close()
+
+
+def _with_search_path(url: str, namespace: str) -> str:
+    """The URL's ``options`` (kept: an operator's statement_timeout, say) with ``namespace``
+    first on the search path (a name of letters, digits and underscores: no quoting)."""
+    if not namespace.replace("_", "").isalnum():
+        raise ConfigError(f"{namespace!r} is not a schema name citewise makes",
+                          hint="letters, digits and underscores only")
+    given = str(conninfo_to_dict(url).get("options") or "")
+    return f"{given} -c search_path={namespace}".strip()
 
 
 class PostgresStore:

@@ -8,11 +8,12 @@ what ``/v1/ingest/runs``, the library's sources and the ingest gauges show. Inge
 retrieval and the API read (which is why the store lives in ``index/``: both layers may).
 
 ``SourceStore`` is the contract; ``index/sqlite_source_store.py`` keeps it in the embedded
-database, beside the document catalog.
+database, beside the document catalog, and ``index/postgres_source_store.py`` in PostgreSQL.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -120,3 +121,17 @@ def sources_with_counts(sources: SourceStore, catalog: DocumentCatalog,
                     "updated_at": s.updated_at, "documents": documents, "chunks": chunks,
                     "last_success_at": last_success, "last_completed_at": last_completed})
     return out
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (one of another account's too): how a
+    store tells a run whose process died from one still going (``settle_dead_runs``)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from citewise.index.catalog import now
-from citewise.index.source_store import RunCounts, SourceRecord
+from citewise.index.source_store import RunCounts, SourceRecord, process_alive
 from citewise.sqlite import SqliteStore
 from citewise.sqlite_schema import Migration, StoreSchema
 
@@ -179,7 +179,7 @@ class SqliteSourceStore(SqliteStore):
             rows = self._conn().execute(
                 "SELECT id, pid FROM ingest_runs WHERE status = 'running' AND host = ? "
                 "AND pid IS NOT NULL", [host]).fetchall()
-            dead = [(run_id, pid) for run_id, pid in rows if not _process_alive(pid)]
+            dead = [(run_id, pid) for run_id, pid in rows if not process_alive(pid)]
             for run_id, pid in dead:
                 self._conn().execute(
                     "UPDATE ingest_runs SET status = 'interrupted', finished_at = ?, "
@@ -223,16 +223,3 @@ def _source(row: sqlite3.Row) -> SourceRecord:
     return SourceRecord(name=row["name"], type=row["type"], config=json.loads(row["config"]),
                         state=json.loads(row["state"]), created_at=row["created_at"],
                         updated_at=row["updated_at"], healthy_documents=row["healthy_documents"])
-
-
-def _process_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this machine (one of another account's too)."""
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -4,11 +4,13 @@ A rebuild writes its documents, chunks and outlines (and the runs that wrote the
 of its own, which the live catalog then takes in one transaction
 (``DocumentCatalog.switch_generation``). ``CatalogStaging`` makes, counts and forgets those
 catalogs, one per generation; the composition root hands the reindexer the one that goes with
-the live catalog's backend (``index/sqlite_staging.py``: a database file per generation).
+the live catalog's backend (``index/sqlite_staging.py``: a database file per generation;
+``index/postgres_staging.py``: a schema per generation in the live database).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -22,10 +24,14 @@ class StagedCatalog:
 
     catalog: DocumentCatalog
     sources: SourceStore
+    # What else the staged catalog holds open and its stores do not own (a connection pool).
+    release: Callable[[], None] | None = None
 
     def close(self) -> None:
         self.catalog.close()
         self.sources.close()
+        if self.release is not None:
+            self.release()
 
 
 class CatalogStaging(Protocol):

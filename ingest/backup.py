@@ -15,6 +15,10 @@ index looked like at the time of the copy. It is rebuilt as a first generation (
 
 A backup is written to ``<dir>.partial`` and renamed when complete, so a backup that was
 interrupted never looks like one that finished.
+
+With ``CITEWISE_DATABASE_URL`` the state is in PostgreSQL, not in the data folder: backing it up
+and restoring it are PostgreSQL's (``pg_dump``, a managed service's snapshots), and both
+commands refuse, saying so, rather than copy a catalog that is not the installation's.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from citewise.errors import CitewiseError, ConfigError
 from citewise.index.blobs import BlobStore, LocalBlobStore, blob_key
 from citewise.index.sqlite_catalog import forget_generations, summarise_copy
 from citewise.ingest.space import DiskSpace
+from citewise.postgres import display_url
 from citewise.private_files import make_private, private_folder
 from citewise.settings import DataFolder
 
@@ -39,10 +44,31 @@ MANIFEST = "manifest.json"
 FORMAT = 1
 
 
+def refuse_shared_database(database_url: str | None, command: str) -> None:
+    """``ConfigError`` when the stores are in PostgreSQL: what to use instead of ``command``."""
+    if not database_url:
+        return
+    instead = {
+        "backup": "back the database up with PostgreSQL's own tools (pg_dump --format=custom, "
+                  "or your managed service's snapshots and point-in-time recovery) and the "
+                  "blobs with your object store's (S3 versioning or replication); the vector "
+                  "index needs no copy: it is rebuilt from the catalog",
+        "restore": "restore the database with pg_restore (or your managed service) into an "
+                   "empty database, point CITEWISE_DATABASE_URL at it, then run `citewise "
+                   "verify --repair` to rebuild the vector index from the restored catalog",
+    }[command]
+    raise ConfigError(
+        f"`citewise {command}` copies the data folder's SQLite catalog, but this installation "
+        f"keeps its state in the PostgreSQL database {display_url(database_url)} "
+        "(CITEWISE_DATABASE_URL)", hint=instead)
+
+
 def backup(data: DataFolder, blobs: BlobStore, dest: Path, *, config_file: Path | None,
-           blob_store: str) -> dict[str, Any]:
+           blob_store: str, database_url: str | None) -> dict[str, Any]:
     """Copy the data folder's state to ``dest`` (which must not exist); the manifest. The
-    config file, when there is one, is copied too; ``blob_store`` (its kind) is recorded."""
+    config file, when there is one, is copied too; ``blob_store`` (its kind) is recorded.
+    Refused when the state is in the database at ``database_url``."""
+    refuse_shared_database(database_url, "backup")
     if dest.exists() and any(dest.iterdir()):
         raise ConfigError(f"{dest} exists and is not empty",
                           hint="give a new folder for each backup, e.g. backups/$(date +%F)")
@@ -96,10 +122,12 @@ def backup(data: DataFolder, blobs: BlobStore, dest: Path, *, config_file: Path 
 
 
 def restore(source: Path, data: DataFolder, blobs: BlobStore, *,
-            min_free_bytes: int) -> dict[str, Any]:
+            min_free_bytes: int, database_url: str | None) -> dict[str, Any]:
     """Put a backup's catalog, embedding cache and blobs into an empty data folder, keeping
     ``min_free_bytes`` free on its disk; the manifest. The index is rebuilt afterwards
-    (``repair``), by the caller."""
+    (``repair``), by the caller. Refused when the state is in the database at
+    ``database_url``."""
+    refuse_shared_database(database_url, "restore")
     manifest_path = source / MANIFEST
     if not manifest_path.exists():
         raise ConfigError(f"{source} is not a citewise backup (no {MANIFEST})",

@@ -110,7 +110,8 @@ class Reindexer:
                  staging: CatalogStaging, blobs: BlobStore, dense: DenseEncoder,
                  sparse: Bm25Encoder, store: IndexStore, chunk_max_tokens: int,
                  data_dir: Path, drop_delay: float = 1.0, min_free_bytes: int = 0,
-                 embedding_source: dict[str, Any] | None = None, owned: bool = False) -> None:
+                 embedding_source: dict[str, Any] | None = None,
+                 release: Callable[[], None] | None = None) -> None:
         self.catalog = catalog
         self.sources = sources
         # Where the new generation's catalog is built (the composition root's choice).
@@ -132,13 +133,14 @@ class Reindexer:
         self.embedding_source = embedding_source
         self.signature = IndexSignature(Chunkers(dense.count_tokens, chunk_max_tokens),
                                         dense.model_id, sparse.version)
-        self._owned = owned  # the catalog and the store are this reindexer's to close
+        # Closes the catalog and sources when they are this reindexer's (their database, which
+        # may be a pool that the stores themselves leave open); None: the caller's.
+        self._release = release
 
     def close(self) -> None:
-        if self._owned:
+        if self._release is not None:
             self.store.close()
-            self.catalog.close()
-            self.sources.close()
+            self._release()
 
     # What there is to do ---------------------------------------------------------------------
     def status(self) -> dict[str, Any]:

@@ -2,9 +2,11 @@
 
 They work on the stores directly (SQLite admits several processes), so they run on the server's
 machine whether or not the server is up, as the account that owns the data folder: holding the
-stores is holding every key, as with the operator token. A running server sees a new or
-revoked key at its next request. `usage` alone has a remote form: with CITEWISE_URL set it asks
-that server (``GET /v1/usage``, the admin scope); the others refuse to make a catalog here.
+stores is holding every key, as with the operator token. With CITEWISE_DATABASE_URL they run
+wherever that database is reachable, with its credentials. A running server (every replica)
+sees a new or revoked key at its next request. `usage` alone has a remote form: with
+CITEWISE_URL set it asks that server (``GET /v1/usage``, the admin scope); the others refuse
+to make a catalog here.
 """
 
 from __future__ import annotations

@@ -89,8 +89,10 @@ class Context:
         With CITEWISE_URL set, a data folder that holds no catalog is refused rather than made:
         the person meant the server's, and a fresh empty installation here (what `ingest` once
         built silently for a cron on another machine) helps nobody. On the server's own
-        machine, where the catalog exists, these commands work as ever."""
-        if self.url and not self.settings.data.catalog_path.exists():
+        machine, where the catalog exists, these commands work as ever; with
+        CITEWISE_DATABASE_URL the stores are that database's, wherever this runs."""
+        if self.url and not self.settings.database_url \
+                and not self.settings.data.catalog_path.exists():
             fail(ConfigError(
                 f"CITEWISE_URL is set ({self.url}), and this command works on a data folder on "
                 f"this machine, but {self.settings.data_dir} holds no catalog: refusing to "

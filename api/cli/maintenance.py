@@ -210,6 +210,8 @@ def _print_findings(label: str, lines: list[str], summary: list[dict] | None,
         It holds the ingest run lock: a run that starts meanwhile finds it held (a cron exits 4,
         the server's schedule tries again five minutes later); search keeps serving. The vector
         index is not copied: `citewise restore` rebuilds it from the catalog, exactly.
+        With CITEWISE_DATABASE_URL (PostgreSQL) the state is the database's: back it up with
+        pg_dump or your managed service instead (backup and restore refuse, saying so).
 
         Exit status: 0 done, 1 error, 4 an ingest run holds the lock (try after it).
         """
@@ -229,7 +231,8 @@ def backup(obj: Context, dest: Path) -> None:
                 f"citewise backup {dest}"):
             manifest = run_backup(settings.data, build_blobs(settings), dest,
                                   config_file=settings.config_file,
-                                  blob_store=settings.index.blob_store)
+                                  blob_store=settings.index.blob_store,
+                                  database_url=settings.database_url)
     except CitewiseError as e:
         fail(e)
     click.echo(f"backed up {manifest['documents']} documents, {manifest['chunks']} chunks and "
@@ -265,7 +268,8 @@ def restore(obj: Context, source: Path) -> None:
     try:
         _refuse_a_collection_in_use(obj.settings)
         manifest = run_restore(source, obj.settings.data, build_blobs(obj.settings),
-                               min_free_bytes=obj.settings.ingest.min_free_bytes)
+                               min_free_bytes=obj.settings.ingest.min_free_bytes,
+                               database_url=obj.settings.database_url)
         click.echo(f"restored the catalog and {manifest['blobs']} blobs of {source} "
                    f"(backed up {manifest['created_at']}); rebuilding the index", err=True)
         services = build_services(obj.settings)

@@ -119,11 +119,13 @@ def index_folder(eval_root: Path, dataset: BeirDataset, settings: Settings) -> P
 
 
 def open_services(settings: Settings, folder: Path, eval_root: Path):
-    """Services over the isolated folder: embedded Qdrant and local blobs, whatever the
-    deployment uses, so an evaluation never touches production data."""
+    """Services over the isolated folder: its own SQLite catalog, embedded Qdrant and local
+    blobs, whatever the deployment uses (a shared database, a Qdrant server, S3), so an
+    evaluation never touches production data."""
     from citewise.api.composition import build_services
 
-    isolated = settings.replaced(data_dir=folder, qdrant_url=None, blob_store="local")
+    isolated = settings.replaced(data_dir=folder, database_url=None, vector_store="qdrant",
+                                 qdrant_url=None, blob_store="local")
     services = build_services(isolated)
     own_cache = services.dense.cache
     services.dense.cache = EmbeddingCache(eval_root / "embeddings.db")

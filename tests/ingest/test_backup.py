@@ -131,3 +131,20 @@ def test_a_restore_that_would_not_fit_writes_nothing(tmp_path, dense):
     assert not any(p.is_file() for p in (tmp_path / "r").rglob("*"))
     fits = _cli(tmp_path, "--data-dir", str(tmp_path / "r"), "restore", "b", **config)
     assert fits.returncode == 0, fits.stderr
+
+
+def test_backup_and_restore_point_a_postgresql_installation_at_its_own_tools(tmp_path):
+    """With CITEWISE_DATABASE_URL the state is the database's: copying the data folder would
+    save nothing of it, so both commands refuse and say what to use (the password unsaid)."""
+    url = "postgresql://citewise:s3cret@db.internal:5432/citewise"
+    made = _cli(tmp_path, "backup", "b", CITEWISE_DATABASE_URL=url,
+                CITEWISE_DATA_DIR=str(tmp_path / "data"))
+    assert made.returncode == 1 and "Traceback" not in made.stderr, made.stderr
+    assert "PostgreSQL database postgresql://citewise:***@db.internal:5432/citewise" in \
+        made.stderr and "pg_dump" in made.stderr and "s3cret" not in made.stderr
+    assert not (tmp_path / "b").exists()
+    (tmp_path / "b").mkdir()
+    restored = _cli(tmp_path, "restore", "b", CITEWISE_DATABASE_URL=url,
+                    CITEWISE_DATA_DIR=str(tmp_path / "data"))
+    assert restored.returncode == 1 and "pg_restore" in restored.stderr, restored.stderr
+    assert "citewise verify --repair" in restored.stderr

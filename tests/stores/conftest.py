@@ -1,10 +1,11 @@
 """The backends every store contract runs against.
 
 ``stores`` yields one installation's stores as the composition root builds them
-(``api/composition.py``: ``build_stores``). Today that is the embedded SQLite database; a second
-backend (PostgreSQL, CITEWISE_DATABASE_URL) is one more entry in ``BACKENDS`` whose settings
-point at it, and every contract test runs against it unchanged. So the contract tests say
-nothing of SQLite: they use the stores' methods only.
+(``api/composition.py``: ``build_stores``): the embedded SQLite database of a data folder, and
+PostgreSQL (``CITEWISE_DATABASE_URL``: a fresh database of its own on the session's server,
+``tests/postgres_server.py``; skipped, saying why, where the pgserver wheel is absent). Every
+contract test runs against each unchanged, so the contract tests say nothing of either: they use
+the stores' methods only.
 """
 
 from __future__ import annotations
@@ -18,17 +19,23 @@ from citewise.api.composition import Stores, build_stores
 from citewise.api.settings import Settings
 
 
-def _sqlite(folder: Path) -> Settings:
+def _sqlite(request: pytest.FixtureRequest, folder: Path) -> Settings:
     return Settings(data_dir=folder / "data")
 
 
+def _postgresql(request: pytest.FixtureRequest, folder: Path) -> Settings:
+    server = request.getfixturevalue("postgres")  # skips with its reason without pgserver
+    return Settings(data_dir=folder / "data", database_url=server.create_database())
+
+
 # name -> the settings of a fresh, empty installation on that backend, in a test's own folder.
-BACKENDS: dict[str, Callable[[Path], Settings]] = {"sqlite": _sqlite}
+BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Path], Settings]] = {
+    "sqlite": _sqlite, "postgresql": _postgresql}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 def backend(request, tmp_path) -> Settings:
-    return BACKENDS[request.param](tmp_path)
+    return BACKENDS[request.param](request, tmp_path)
 
 
 @pytest.fixture

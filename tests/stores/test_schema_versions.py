@@ -203,7 +203,7 @@ def test_a_v11_data_folder_opens_with_nothing_lost(tmp_path):
     entries = AuditLog(stores.metering).read()
     assert [e["action"] for e in entries] == ["auth", "key.revoke", "key.create"]
     assert entries[-1]["detail"] == {"scopes": ["answer", "search"]}
-    buckets = TokenBuckets(stores.metering)
+    buckets = TokenBuckets(stores.bucket_levels())
     assert buckets.load() == 1
     policy = Policy("answer-minute", "principal:user:ci|answer|minute", 5, 60)
     assert buckets.take([policy], now=0.0).remaining < 5  # not a fresh allowance

@@ -1,0 +1,256 @@
+"""Metering (``store.py``) in PostgreSQL (``CITEWISE_DATABASE_URL``): ``usage``, ``usage_hourly``,
+``audit`` and ``rate_buckets``, shared by every replica.
+
+What differs from ``sqlite_store.py``, beyond the dialect:
+
+* the token buckets are changed in place, request by request (``change_buckets``, used by
+  ``buckets.SharedLevels``), so replicas draw on one allowance per principal;
+* the audit log refuses UPDATE, DELETE and TRUNCATE by a trigger, as the SQLite triggers do
+  (retention never deletes audit entries);
+* compaction deletes the requests it folds in the same statement that folds them, so two
+  replicas compacting at once never count a request twice.
+
+Times are ISO text ``COLLATE "C"`` (compared byte by byte, as in SQLite).
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Sequence
+from dataclasses import astuple
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from citewise.api.metering.buckets import Level, Step
+from citewise.api.metering.store import AuditEntry, Usage
+from citewise.postgres import PostgresStore
+from citewise.store_schema import Migration, StoreSchema
+
+SCHEMA = StoreSchema("metering", (
+    Migration("""
+    CREATE TABLE rate_buckets (
+        bucket TEXT PRIMARY KEY,
+        tokens DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX rate_buckets_updated ON rate_buckets (updated_at);
+    CREATE TABLE usage (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        at TEXT COLLATE "C" NOT NULL,
+        principal TEXT COLLATE "C" NOT NULL,
+        key TEXT COLLATE "C",
+        route TEXT COLLATE "C" NOT NULL,
+        method TEXT NOT NULL,
+        status INTEGER NOT NULL,
+        latency_ms DOUBLE PRECISION NOT NULL,
+        results INTEGER NOT NULL DEFAULT 0,
+        tokens_in INTEGER NOT NULL DEFAULT 0,
+        tokens_out INTEGER NOT NULL DEFAULT 0,
+        cost DOUBLE PRECISION NOT NULL DEFAULT 0,
+        request_id TEXT,
+        cache_hits INTEGER NOT NULL DEFAULT 0,
+        saved_tokens INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX usage_at ON usage (at);
+    CREATE TABLE usage_hourly (
+        hour TEXT COLLATE "C" NOT NULL,
+        principal TEXT COLLATE "C" NOT NULL,
+        key TEXT COLLATE "C" NOT NULL DEFAULT '',
+        route TEXT COLLATE "C" NOT NULL,
+        requests BIGINT NOT NULL,
+        errors BIGINT NOT NULL,
+        denied BIGINT NOT NULL,
+        latency_ms_sum DOUBLE PRECISION NOT NULL,
+        results BIGINT NOT NULL,
+        tokens_in BIGINT NOT NULL,
+        tokens_out BIGINT NOT NULL,
+        cost DOUBLE PRECISION NOT NULL,
+        cache_hits BIGINT NOT NULL DEFAULT 0,
+        saved_tokens BIGINT NOT NULL DEFAULT 0,
+        PRIMARY KEY (hour, principal, key, route)
+    );
+    CREATE TABLE audit (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        at TEXT COLLATE "C" NOT NULL,
+        actor TEXT NOT NULL,
+        key TEXT,
+        action TEXT NOT NULL,
+        target TEXT,
+        outcome TEXT NOT NULL,
+        detail JSONB NOT NULL DEFAULT '{}',
+        client TEXT,
+        request_id TEXT
+    );
+    CREATE INDEX audit_at ON audit (at);
+    CREATE FUNCTION audit_is_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        RAISE EXCEPTION 'the audit log is append-only';
+    END
+    $$;
+    CREATE TRIGGER audit_no_change BEFORE UPDATE OR DELETE ON audit
+        FOR EACH ROW EXECUTE FUNCTION audit_is_append_only();
+    CREATE TRIGGER audit_no_truncate BEFORE TRUNCATE ON audit
+        FOR EACH STATEMENT EXECUTE FUNCTION audit_is_append_only();
+    """),
+))
+
+# The first key of the transaction-scoped advisory locks on rate buckets (the second is the
+# bucket's checksum): PostgreSQL keeps two-key locks apart from the one-key ones that
+# migrations and the run lock take.
+BUCKET_LOCKS = 0x63697465
+
+_USAGE = ("at, principal, key, route, method, status, latency_ms, results, tokens_in, "
+          "tokens_out, cost, request_id, cache_hits, saved_tokens")
+_SUMS = ("requests", "errors", "denied", "results", "tokens_in", "tokens_out", "cache_hits",
+         "saved_tokens")
+_GROUP_SQL = {"principal": "principal", "key": "coalesce(key, '')", "route": "route",
+              "day": "substr(t, 1, 10)"}
+
+
+class PostgresMeteringStore(PostgresStore):
+    """``MeteringStore`` over the tables above, in ``database``; its buckets are shared."""
+
+    schema = SCHEMA
+
+    # Usage -------------------------------------------------------------------------------------
+    def add_usage(self, rows: list[Usage]) -> None:
+        with self.database.transaction() as conn:
+            conn.cursor().executemany(
+                f"INSERT INTO usage ({_USAGE}) VALUES ({', '.join(['%s'] * 14)})",
+                [astuple(r) for r in rows])
+
+    def compact_usage(self, before: str, drop_before: str) -> int:
+        with self.database.transaction() as conn:
+            row = conn.execute(
+                f"""
+                WITH folded AS (
+                    DELETE FROM usage WHERE at < %s RETURNING {_USAGE}
+                ), hourly AS (
+                    INSERT INTO usage_hourly AS h (hour, principal, key, route, requests,
+                        errors, denied, latency_ms_sum, results, tokens_in, tokens_out, cost,
+                        cache_hits, saved_tokens)
+                    SELECT substr(at, 1, 13), principal, coalesce(key, ''), route, count(*),
+                           sum((status >= 400)::int), sum((status IN (401, 403, 429))::int),
+                           sum(latency_ms), sum(results), sum(tokens_in), sum(tokens_out),
+                           sum(cost), sum(cache_hits), sum(saved_tokens)
+                    FROM folded GROUP BY 1, 2, 3, 4
+                    ON CONFLICT (hour, principal, key, route) DO UPDATE SET
+                        requests = h.requests + excluded.requests,
+                        errors = h.errors + excluded.errors,
+                        denied = h.denied + excluded.denied,
+                        latency_ms_sum = h.latency_ms_sum + excluded.latency_ms_sum,
+                        results = h.results + excluded.results,
+                        tokens_in = h.tokens_in + excluded.tokens_in,
+                        tokens_out = h.tokens_out + excluded.tokens_out,
+                        cost = h.cost + excluded.cost,
+                        cache_hits = h.cache_hits + excluded.cache_hits,
+                        saved_tokens = h.saved_tokens + excluded.saved_tokens
+                    RETURNING 1
+                )
+                SELECT count(*) AS folded FROM folded""", [before]).fetchone()
+            conn.execute("DELETE FROM usage_hourly WHERE hour < %s", [drop_before[:13]])
+        return int(row["folded"]) if row else 0
+
+    def usage_report(self, since: str, until: str, group_by: str) -> list[dict[str, Any]]:
+        sums = ", ".join(f"sum({c})::bigint AS {c}" for c in _SUMS)
+        query = f"""
+            WITH rows AS (
+                SELECT at AS t, principal, key, route, 1::bigint AS requests,
+                       (status >= 400)::int::bigint AS errors,
+                       (status IN (401, 403, 429))::int::bigint AS denied,
+                       latency_ms AS latency_ms_sum, results::bigint, tokens_in::bigint,
+                       tokens_out::bigint, cost, cache_hits::bigint, saved_tokens::bigint
+                FROM usage WHERE at >= %s AND at < %s
+                UNION ALL
+                SELECT hour || ':00:00+00:00', principal, nullif(key, ''), route, requests,
+                       errors, denied, latency_ms_sum, results, tokens_in, tokens_out, cost,
+                       cache_hits, saved_tokens
+                FROM usage_hourly WHERE hour >= %s AND hour < %s
+            )
+            SELECT {_GROUP_SQL[group_by]} AS grp, {sums},
+                   round((sum(latency_ms_sum) / sum(requests))::numeric, 1)::float8
+                       AS mean_latency_ms,
+                   round(sum(cost)::numeric, 6)::float8 AS cost
+            FROM rows GROUP BY grp ORDER BY requests DESC, grp"""
+        rows = self.database.rows(query, [since, until, since[:13], until[:13]])
+        # The columns in the order the SQLite store gives them.
+        order = ("requests", "errors", "denied", "mean_latency_ms", "results", "tokens_in",
+                 "tokens_out", "cost", "cache_hits", "saved_tokens")
+        return [{group_by: r["grp"] or None, **{k: r[k] for k in order}} for r in rows]
+
+    # The audit log -----------------------------------------------------------------------------
+    def append_audit(self, entry: AuditEntry) -> None:
+        self.database.execute(
+            "INSERT INTO audit (at, actor, key, action, target, outcome, detail, client, "
+            "request_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            [entry.at, entry.actor, entry.key, entry.action, entry.target, entry.outcome,
+             Jsonb(entry.detail or {}, dumps=_dumps), entry.client, entry.request_id])
+
+    def read_audit(self, since: str | None = None, limit: int = 100,
+                   action: str | None = None, after_id: int | None = None) -> list[dict[str, Any]]:
+        query = "SELECT * FROM audit WHERE TRUE"
+        args: list[Any] = []
+        if since:
+            query += " AND at >= %s"
+            args.append(since)
+        if action:
+            query += " AND action = %s"
+            args.append(action)
+        if after_id is not None:
+            query += " AND id > %s"
+            args.append(after_id)
+        query += " ORDER BY id DESC LIMIT %s"
+        args.append(limit)
+        return self.database.rows(query, args)
+
+    # Token buckets -----------------------------------------------------------------------------
+    def load_buckets(self) -> dict[str, Level]:
+        return {r["bucket"]: (r["tokens"], r["updated_at"]) for r in self.database.rows(
+            "SELECT bucket, tokens, updated_at FROM rate_buckets")}
+
+    def save_buckets(self, levels: dict[str, Level], forget_before: float) -> None:
+        with self.database.transaction() as conn:
+            if levels:
+                self._write_buckets(levels)
+            conn.execute("DELETE FROM rate_buckets WHERE updated_at < %s", [forget_before])
+
+    def change_buckets(self, buckets: Sequence[str], step: Step) -> None:
+        """Read, change (``step``) and write these buckets as one transaction: another replica
+        changing any of them waits until this one has committed, and then reads its result."""
+        with self.database.transaction() as conn:
+            # A row not written yet cannot be locked (FOR UPDATE), so an advisory lock per
+            # bucket, taken in one order by everyone: no two replicas wait on each other in
+            # opposite orders.
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(%s::int, k) FROM unnest(%s::int[]) AS k",
+                [BUCKET_LOCKS, sorted({_checksum(b) for b in buckets})])
+            # A statement of its own, after the locks: it reads what the last holder wrote.
+            kept = {r["bucket"]: (r["tokens"], r["updated_at"]) for r in conn.execute(
+                "SELECT bucket, tokens, updated_at FROM rate_buckets "
+                "WHERE bucket = ANY(%s::text[])", [list(buckets)])}
+            changed = step([kept.get(b) for b in buckets])
+            if changed is not None:
+                self._write_buckets(dict(zip(buckets, changed, strict=True)))
+
+    def _write_buckets(self, levels: dict[str, Level]) -> None:
+        names = sorted(levels)
+        self.database.execute(
+            "INSERT INTO rate_buckets (bucket, tokens, updated_at) "
+            "SELECT * FROM unnest(%s::text[], %s::float8[], %s::float8[]) "
+            "ON CONFLICT (bucket) DO UPDATE SET tokens = excluded.tokens, "
+            "updated_at = excluded.updated_at",
+            [names, [levels[b][0] for b in names], [levels[b][1] for b in names]])
+
+
+def _checksum(bucket: str) -> int:
+    """The bucket's advisory lock key: a signed 32-bit number (two buckets may share one;
+    they then take turns, which is only slower)."""
+    value = zlib.crc32(bucket.encode())
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _dumps(value: Any) -> str:
+    # As the SQLite store writes a detail: what JSON cannot say (a datetime) is said as text.
+    return json.dumps(value, sort_keys=True, default=str)

@@ -1,0 +1,149 @@
+"""Conversations (``conversation_store.py``) in PostgreSQL (``CITEWISE_DATABASE_URL``):
+``conversations``, ``answers`` and ``feedback``, shared by every replica, so a conversation
+started through one continues through another.
+
+An answer is kept as ``jsonb``, the documents it cites as ``text[]``; a turn is numbered by the
+same statement that counts it (``UPDATE ... RETURNING``), so two replicas adding turns to one
+conversation at once number them 1, 2, never 1, 1. Times are ISO text ``COLLATE "C"``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from citewise.api.conversation_store import ConversationRow, StoredAnswer
+from citewise.errors import NotFoundError
+from citewise.postgres import PostgresStore, Row
+from citewise.retrieval.answering import Answer
+from citewise.store_schema import Migration, StoreSchema
+
+SCHEMA = StoreSchema("conversations", (
+    Migration("""
+    CREATE TABLE conversations (
+        id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        title TEXT NOT NULL,
+        created_at TEXT COLLATE "C" NOT NULL,
+        updated_at TEXT COLLATE "C" NOT NULL,
+        turns INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX conversations_owner ON conversations (owner, updated_at);
+    CREATE INDEX conversations_updated ON conversations (updated_at);
+    CREATE TABLE answers (
+        id TEXT PRIMARY KEY,
+        conversation_id TEXT,
+        turn INTEGER,
+        owner TEXT NOT NULL,
+        question TEXT NOT NULL,
+        standalone TEXT NOT NULL,
+        answer JSONB NOT NULL,
+        documents TEXT[] NOT NULL,
+        created_at TEXT COLLATE "C" NOT NULL
+    );
+    CREATE INDEX answers_conversation ON answers (conversation_id, turn);
+    CREATE TABLE feedback (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        answer_id TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        helpful BOOLEAN NOT NULL,
+        comment TEXT,
+        wrong_citation INTEGER,
+        created_at TEXT COLLATE "C" NOT NULL
+    );
+    CREATE INDEX feedback_at ON feedback (created_at);
+    CREATE INDEX feedback_answer ON feedback (answer_id);
+    """),
+))
+
+_CONVERSATION = "id, owner, title, created_at, updated_at, turns"
+_ANSWER = "id, owner, question, standalone, answer, created_at, conversation_id, turn, documents"
+
+
+class PostgresConversationStore(PostgresStore):
+    """``ConversationStore`` over the tables above, in ``database``."""
+
+    schema = SCHEMA
+
+    def start(self, conversation_id: str, owner: str, title: str, at: str) -> None:
+        self.database.execute(
+            "INSERT INTO conversations (id, owner, title, created_at, updated_at, turns) "
+            "VALUES (%s, %s, %s, %s, %s, 0) ON CONFLICT (id) DO UPDATE SET updated_at = "
+            "CASE WHEN conversations.owner = excluded.owner THEN excluded.updated_at "
+            "ELSE conversations.updated_at END",
+            [conversation_id, owner, title, at, at])
+
+    def get(self, conversation_id: str) -> ConversationRow | None:
+        row = self.database.row(f"SELECT {_CONVERSATION} FROM conversations WHERE id = %s",
+                                [conversation_id])
+        return ConversationRow(**row) if row is not None else None
+
+    def owned_by(self, owner: str, since: str, limit: int) -> list[ConversationRow]:
+        return [ConversationRow(**r) for r in self.database.rows(
+            f"SELECT {_CONVERSATION} FROM conversations WHERE owner = %s AND updated_at >= %s "
+            "ORDER BY updated_at DESC LIMIT %s", [owner, since, limit])]
+
+    def add_answer(self, answer: StoredAnswer) -> StoredAnswer:
+        with self.database.transaction() as conn:
+            if answer.conversation_id is not None:
+                counted = conn.execute(
+                    "UPDATE conversations SET turns = turns + 1, updated_at = %s WHERE id = %s "
+                    "RETURNING turns", [answer.created_at, answer.conversation_id]).fetchone()
+                if counted is None:
+                    raise NotFoundError(f"no conversation {answer.conversation_id!r}",
+                                        hint="start a new conversation")
+                answer.turn = int(counted["turns"])
+            conn.execute(
+                f"INSERT INTO answers ({_ANSWER}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [answer.id, answer.owner, answer.question, answer.standalone,
+                 Jsonb(answer.answer.model_dump(mode="json")), answer.created_at,
+                 answer.conversation_id, answer.turn, list(answer.documents)])
+        return answer
+
+    def answers(self, conversation_id: str) -> list[StoredAnswer]:
+        return [_answer(r) for r in self.database.rows(
+            f"SELECT {_ANSWER} FROM answers WHERE conversation_id = %s ORDER BY turn",
+            [conversation_id])]
+
+    def answer(self, answer_id: str) -> StoredAnswer | None:
+        row = self.database.row(f"SELECT {_ANSWER} FROM answers WHERE id = %s", [answer_id])
+        return _answer(row) if row is not None else None
+
+    def delete(self, conversation_id: str) -> None:
+        with self.database.transaction() as conn:
+            conn.execute("DELETE FROM answers WHERE conversation_id = %s", [conversation_id])
+            conn.execute("DELETE FROM conversations WHERE id = %s", [conversation_id])
+
+    def expire(self, before: str) -> int:
+        with self.database.transaction() as conn:
+            ids = [r["id"] for r in conn.execute(
+                "DELETE FROM conversations WHERE updated_at < %s RETURNING id", [before])]
+            conn.execute(
+                "DELETE FROM answers a WHERE a.conversation_id = ANY(%s::text[]) AND NOT EXISTS "
+                "(SELECT 1 FROM feedback f WHERE f.answer_id = a.id)", [ids])
+        return len(ids)
+
+    def add_feedback(self, answer_id: str, principal: str, helpful: bool, comment: str | None,
+                     wrong_citation: int | None, at: str) -> None:
+        self.database.execute(
+            "INSERT INTO feedback (answer_id, principal, helpful, comment, wrong_citation, "
+            "created_at) VALUES (%s, %s, %s, %s, %s, %s)",
+            [answer_id, principal, helpful, comment, wrong_citation, at])
+
+    def feedback_since(self, since: str) -> list[tuple[dict[str, Any], StoredAnswer]]:
+        columns = ", ".join(f"a.{c.strip()}" for c in _ANSWER.split(","))
+        rows = self.database.rows(
+            "SELECT f.helpful, f.comment, f.wrong_citation, f.created_at AS given_at, "
+            f"{columns} FROM feedback f JOIN answers a ON a.id = f.answer_id "
+            "WHERE f.created_at >= %s ORDER BY f.created_at, f.id", [since])
+        return [({"helpful": r["helpful"], "comment": r["comment"],
+                  "wrong_citation": r["wrong_citation"], "created_at": r["given_at"]},
+                 _answer(r)) for r in rows]
+
+
+def _answer(row: Row) -> StoredAnswer:
+    return StoredAnswer(id=row["id"], owner=row["owner"], question=row["question"],
+                        standalone=row["standalone"], answer=Answer.model_validate(row["answer"]),
+                        created_at=row["created_at"], conversation_id=row["conversation_id"],
+                        turn=row["turn"], documents=list(row["documents"]))
