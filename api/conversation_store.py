@@ -8,6 +8,7 @@ are ``conversations.py``'s: the store keeps rows and answers plain questions abo
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -40,6 +41,18 @@ class StoredAnswer:
     conversation_id: str | None = None
     turn: int | None = None  # its place in the conversation, from 1
     documents: list[str] = field(default_factory=list)  # the documents it cites
+
+
+@dataclass
+class FeedbackRow:
+    """Feedback as kept: who gave it on which answer."""
+
+    answer_id: str
+    principal: str
+    helpful: bool
+    comment: str | None
+    wrong_citation: int | None
+    created_at: str
 
 
 class ConversationStore(Protocol):
@@ -80,6 +93,35 @@ class ConversationStore(Protocol):
     def feedback_since(self, since: str) -> list[tuple[dict, StoredAnswer]]:
         """Feedback given since ``since`` (``helpful``, ``comment``, ``wrong_citation``,
         ``created_at``) with the answer it is about, oldest first."""
+        ...
+
+    # A copy of the whole store (``citewise migrate-catalog``: another installation's records
+    # brought into this one, rerun until the cut-over, so every write here is idempotent) ----
+    def export_conversations(self) -> Iterator[ConversationRow]: ...
+
+    def export_answers(self) -> Iterator[StoredAnswer]:
+        """Every answer kept: the turns of conversations, and the answers kept alone or for
+        their feedback."""
+        ...
+
+    def export_feedback(self) -> Iterator[tuple[int, FeedbackRow]]:
+        """Every feedback with its id, lowest first."""
+        ...
+
+    def import_conversations(self, rows: list[ConversationRow]) -> None:
+        """Keep these conversations as they are (owner, title, times, turn count), each
+        replacing the conversation of its id."""
+        ...
+
+    def import_answers(self, answers: list[StoredAnswer]) -> int:
+        """Keep these answers under their own ids and turns (the conversations' counts are
+        ``import_conversations``'), all or none; an answer whose id is kept already is left as
+        it is (an answer never changes). How many were new."""
+        ...
+
+    def import_feedback(self, rows: list[tuple[int, FeedbackRow]]) -> int:
+        """Keep these under their own ids, all or none; one whose id is kept already is left
+        as it is. How many were new. Feedback given later gets a higher id."""
         ...
 
     def close(self) -> None: ...

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
-from citewise.api.conversation_store import ConversationRow, StoredAnswer
+from citewise.api.conversation_store import ConversationRow, FeedbackRow, StoredAnswer
 from citewise.retrieval.answering import Answer
 from citewise.sqlite import SqliteStore
 from citewise.sqlite_schema import Migration, StoreSchema
@@ -132,6 +133,48 @@ class SqliteConversationStore(SqliteStore):
             "ORDER BY f.created_at", (since,)).fetchall()
         return [({"helpful": bool(r[0]), "comment": r[1], "wrong_citation": r[2],
                   "created_at": r[3]}, _answer(r[4:])) for r in rows]
+
+    # A copy of the whole store -------------------------------------------------------------------
+    def export_conversations(self) -> Iterator[ConversationRow]:
+        for row in self._conn().execute(f"SELECT {_CONVERSATION} FROM conversations ORDER BY id"):
+            yield ConversationRow(*row)
+
+    def export_answers(self) -> Iterator[StoredAnswer]:
+        for row in self._conn().execute(f"SELECT {_ANSWER} FROM answers ORDER BY created_at, id"):
+            yield _answer(row)
+
+    def export_feedback(self) -> Iterator[tuple[int, FeedbackRow]]:
+        for r in self._conn().execute(
+                "SELECT id, answer_id, principal, helpful, comment, wrong_citation, created_at "
+                "FROM feedback ORDER BY id"):
+            yield r[0], FeedbackRow(answer_id=r[1], principal=r[2], helpful=bool(r[3]),
+                                    comment=r[4], wrong_citation=r[5], created_at=r[6])
+
+    def import_conversations(self, rows: list[ConversationRow]) -> None:
+        with self.database.transaction():
+            for row in rows:
+                self.database.upsert("conversations", {
+                    "id": row.id, "owner": row.owner, "title": row.title,
+                    "created_at": row.created_at, "updated_at": row.updated_at,
+                    "turns": row.turns}, pk="id")
+
+    def import_answers(self, answers: list[StoredAnswer]) -> int:
+        with self.database.transaction():
+            return sum(self._conn().execute(
+                f"INSERT INTO answers ({_ANSWER}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(id) DO NOTHING",
+                (a.id, a.owner, a.question, a.standalone, a.answer.model_dump_json(),
+                 a.created_at, a.conversation_id, a.turn, json.dumps(a.documents))).rowcount
+                for a in answers)
+
+    def import_feedback(self, rows: list[tuple[int, FeedbackRow]]) -> int:
+        with self.database.transaction():
+            return sum(self._conn().execute(
+                "INSERT INTO feedback (id, answer_id, principal, helpful, comment, "
+                "wrong_citation, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(id) DO NOTHING",
+                (row_id, f.answer_id, f.principal, int(f.helpful), f.comment,
+                 f.wrong_citation, f.created_at)).rowcount for row_id, f in rows)
 
 
 def _answer(row) -> StoredAnswer:

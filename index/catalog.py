@@ -140,6 +140,13 @@ class ChunkRow:
     symbol: str | None = None
     continues_symbol: bool | None = None
 
+    def chunk(self, document_id: str) -> Chunk:
+        """The chunk as it was written (what ``save_document`` takes, beside this row's id)."""
+        return Chunk(document_id=document_id, ordinal=self.ordinal, text=self.text,
+                     heading=self.heading, anchor=self.anchor, start_line=self.start_line,
+                     end_line=self.end_line, token_count=self.token_count, symbol=self.symbol,
+                     continues_symbol=self.continues_symbol)
+
 
 class DocumentCatalog(Protocol):
     """Documents, their live chunks and outlines, open swaps, and facts about the index.
@@ -249,7 +256,7 @@ class DocumentCatalog(Protocol):
 
     # Open swaps (crash recovery: ``ingest/swap.py``) ---------------------------------------------
     def begin_pending(self, pending: PendingWrite) -> None:
-        """Record the intent (or replace the document's open one)."""
+        """Record the intent as given, its phase too (or replace the document's open one)."""
         ...
 
     def commit_write(self, pending: PendingWrite, record: DocumentRecord, chunks: list[Chunk],
@@ -282,6 +289,13 @@ class DocumentCatalog(Protocol):
     def set_meta(self, key: str, value: str) -> None: ...
 
     def delete_meta(self, *keys: str) -> None: ...
+
+    def meta_items(self) -> dict[str, str]:
+        """Every fact kept with ``set_meta``, by key: what ``citewise migrate-catalog`` copies
+        (a copy of the whole catalog reads the documents through ``content_hashes``,
+        ``get_document``, ``chunk_rows`` and ``outlines``, and writes them with
+        ``save_document``)."""
+        ...
 
     def switch_generation(self, staged: DocumentCatalog, meta: dict[str, str]) -> None:
         """Make the documents, chunks and outlines of ``staged`` (a catalog built beside this

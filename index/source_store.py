@@ -14,6 +14,7 @@ database, beside the document catalog, and ``index/postgres_source_store.py`` in
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -101,6 +102,24 @@ class SourceStore(Protocol):
 
     def free_room_for_final_word(self) -> bool:
         """Give that room back to the disk, to write the run's end; False when there was none."""
+        ...
+
+    # A copy of the whole store (``citewise migrate-catalog``: another installation's state
+    # brought into this one, rerun until the cut-over, so every write here is idempotent) ----
+    def import_source(self, record: SourceRecord) -> None:
+        """Keep ``record`` whole (its settings, sync state, healthy size and both times),
+        replacing the source of that name."""
+        ...
+
+    def export_runs(self) -> Iterator[dict[str, Any]]:
+        """Every run, lowest id first, each as ``get_run`` gives it and with its errors'
+        times too (``external_id``, ``error``, ``at``)."""
+        ...
+
+    def import_runs(self, runs: list[dict[str, Any]]) -> int:
+        """Keep these runs (as ``export_runs`` gives them) under their own ids, each with its
+        errors, all or none; a run whose id is kept already is left as it is. How many were
+        new. A run started later gets an id above every id kept."""
         ...
 
     def close(self) -> None: ...

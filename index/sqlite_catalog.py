@@ -244,11 +244,7 @@ class SqliteDocumentCatalog(SqliteStore):
                     "SELECT * FROM chunks WHERE document_id = ? ORDER BY ordinal", [doc_id])]
 
     def chunks(self, doc_id: str) -> list[Chunk]:
-        return [Chunk(document_id=doc_id, ordinal=r.ordinal, text=r.text, heading=r.heading,
-                      anchor=r.anchor, start_line=r.start_line, end_line=r.end_line,
-                      token_count=r.token_count, symbol=r.symbol,
-                      continues_symbol=r.continues_symbol)
-                for r in self.chunk_rows(doc_id)]
+        return [r.chunk(doc_id) for r in self.chunk_rows(doc_id)]
 
     def count_chunks(self) -> int:
         return int(self._conn().execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
@@ -369,6 +365,9 @@ class SqliteDocumentCatalog(SqliteStore):
     def delete_meta(self, *keys: str) -> None:
         for key in keys:
             self._conn().execute("DELETE FROM meta WHERE key = ?", (key,))
+
+    def meta_items(self) -> dict[str, str]:
+        return {r[0]: r[1] for r in self._conn().execute("SELECT key, value FROM meta")}
 
     def switch_generation(self, staged: DocumentCatalog, meta: dict[str, str]) -> None:
         if not isinstance(staged, SqliteDocumentCatalog):

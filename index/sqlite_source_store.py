@@ -11,13 +11,14 @@ import json
 import os
 import socket
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from citewise.index.catalog import now
 from citewise.index.source_store import RunCounts, SourceRecord, process_alive
-from citewise.sqlite import SqliteStore
+from citewise.sqlite import SqliteStore, marks, names
 from citewise.sqlite_schema import Migration, StoreSchema
 
 # ``shipped_as``: the catalog's PRAGMA user_version that first held the change, before the
@@ -189,6 +190,44 @@ class SqliteSourceStore(SqliteStore):
             return len(dead)
         except sqlite3.Error:  # a read-only or busy database: listed as they are
             return 0
+
+    # A copy of the whole store ------------------------------------------------------------------
+    def import_source(self, record: SourceRecord) -> None:
+        self.database.upsert("sources", {
+            "name": record.name, "type": record.type,
+            "config": json.dumps(record.config, sort_keys=True, default=str),
+            "state": json.dumps(record.state, default=str), "created_at": record.created_at,
+            "updated_at": record.updated_at, "healthy_documents": record.healthy_documents},
+            pk="name")
+
+    def export_runs(self) -> Iterator[dict[str, Any]]:
+        self.settle_dead_runs()
+        for row in self._conn().execute("SELECT * FROM ingest_runs ORDER BY id").fetchall():
+            run = dict(row)
+            run["errors"] = [dict(e) for e in self._conn().execute(
+                "SELECT external_id, error, at FROM ingest_errors WHERE run_id = ? ORDER BY id",
+                [run["id"]])]
+            yield run
+
+    def import_runs(self, runs: list[dict[str, Any]]) -> int:
+        new = 0
+        with self.database.transaction():
+            conn = self._conn()
+            for run in runs:
+                row = {k: v for k, v in run.items() if k != "errors"}
+                columns = list(row)
+                added = conn.execute(
+                    f"INSERT INTO ingest_runs ({names(columns)}) VALUES ({marks(columns)}) "
+                    "ON CONFLICT(id) DO NOTHING", [row[c] for c in columns]).rowcount
+                if not added:
+                    continue
+                new += 1
+                conn.executemany(
+                    "INSERT INTO ingest_errors (run_id, source, external_id, error, at) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    [(run["id"], run["source"], e["external_id"], e["error"], e["at"])
+                     for e in run.get("errors", [])])
+        return new
 
     def _final_word_path(self) -> Path:
         # On the disk of the database itself, wherever a link puts it.

@@ -81,4 +81,12 @@ class KeyStore(Protocol):
         """Record when each named key last served a request (``name -> time``)."""
         ...
 
+    def import_key(self, key: ApiKey, secret_hash: str) -> None:
+        """Keep ``key`` whole under its id, its revocation and last use too: a copy of another
+        store's (``citewise migrate-catalog``, rerun until the cut-over). A key kept already
+        under that id keeps its own revocation if it has one (a second copy never brings a
+        revoked key back), and its last use becomes the later of the two. ``ConflictError``
+        when another key has its name."""
+        ...
+
     def close(self) -> None: ...

@@ -94,6 +94,26 @@ class SqliteKeyStore(SqliteStore):
             self._conn().executemany("UPDATE api_keys SET last_used_at = ? WHERE name = ?",
                                      [(at, name) for name, at in used.items()])
 
+    def import_key(self, key: ApiKey, secret_hash: str) -> None:
+        with self.database.transaction():
+            taken = self._conn().execute("SELECT id FROM api_keys WHERE name = ?",
+                                         [key.name]).fetchone()
+            if taken is not None and taken["id"] != key.id:
+                raise ConflictError(f"another key is named {key.name!r} here",
+                                    hint="names stay taken for good; revoke or keep one of them")
+            self._conn().execute(
+                "INSERT INTO api_keys (id, name, secret_hash, scopes, principal, "
+                "assert_identity, limits, created_at, created_by, expires_at, revoked_at, "
+                "last_used_at, shares_conversations) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                "?) ON CONFLICT(id) DO UPDATE SET "
+                "revoked_at = COALESCE(api_keys.revoked_at, excluded.revoked_at), "
+                "last_used_at = NULLIF(MAX(COALESCE(api_keys.last_used_at, ''), "
+                "COALESCE(excluded.last_used_at, '')), '')",
+                [key.id, key.name, secret_hash, ",".join(sorted(key.scopes)), key.principal,
+                 int(key.assert_identity), json.dumps(key.limits), key.created_at,
+                 key.created_by, key.expires_at, key.revoked_at, key.last_used_at,
+                 int(key.shares_conversations)])
+
 
 def _record(row: sqlite3.Row) -> ApiKey:
     return ApiKey(

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import astuple
+from collections.abc import Iterator
+from dataclasses import astuple, fields
 from typing import Any
 
-from citewise.api.metering.store import AuditEntry, Usage
+from citewise.api.metering.store import AuditEntry, HourlyUsage, Usage
 from citewise.sqlite import SqliteStore
 from citewise.sqlite_schema import Migration, StoreSchema
 
@@ -189,3 +190,55 @@ class SqliteMeteringStore(SqliteStore):
                 "updated_at = excluded.updated_at",
                 [(b, t, at) for b, (t, at) in levels.items()])
             conn.execute("DELETE FROM rate_buckets WHERE updated_at < ?", [forget_before])
+
+    # A copy of the whole store -------------------------------------------------------------------
+    def export_usage(self) -> Iterator[tuple[int, Usage]]:
+        columns = ", ".join(_USAGE)
+        for row in self._conn().execute(f"SELECT id, {columns} FROM usage ORDER BY id"):
+            yield row[0], Usage(*row[1:])
+
+    def export_hourly_usage(self) -> list[HourlyUsage]:
+        columns = ", ".join(_HOURLY)
+        return [HourlyUsage(**{**dict(r), "key": r["key"] or None}) for r in self._conn().execute(
+            f"SELECT {columns} FROM usage_hourly ORDER BY hour, principal, key, route")]
+
+    def export_audit(self) -> Iterator[tuple[int, AuditEntry]]:
+        for r in self._conn().execute("SELECT * FROM audit ORDER BY id"):
+            yield r["id"], AuditEntry(
+                at=r["at"], actor=r["actor"], action=r["action"], outcome=r["outcome"],
+                key=r["key"], target=r["target"], detail=json.loads(r["detail"]),
+                client=r["client"], request_id=r["request_id"])
+
+    def import_usage(self, rows: list[tuple[int, Usage]]) -> int:
+        columns = ", ".join(("id", *_USAGE))
+        with self.database.transaction():
+            return sum(self._conn().execute(
+                f"INSERT INTO usage ({columns}) VALUES ({', '.join('?' * (len(_USAGE) + 1))}) "
+                "ON CONFLICT(id) DO NOTHING", (row_id, *astuple(usage))).rowcount
+                for row_id, usage in rows)
+
+    def import_hourly_usage(self, rows: list[HourlyUsage]) -> None:
+        updates = ", ".join(f"{c} = excluded.{c}" for c in _HOURLY[4:])
+        with self.database.transaction():
+            self._conn().executemany(
+                f"INSERT INTO usage_hourly ({', '.join(_HOURLY)}) "
+                f"VALUES ({', '.join('?' * len(_HOURLY))}) "
+                f"ON CONFLICT(hour, principal, key, route) DO UPDATE SET {updates}",
+                # The table keeps no key as '' (part of its primary key), as compact_usage does.
+                [(*astuple(row)[:2], row.key or "", *astuple(row)[3:]) for row in rows])
+
+    def import_audit(self, entries: list[tuple[int, AuditEntry]]) -> int:
+        with self.database.transaction():
+            return sum(self._conn().execute(
+                "INSERT INTO audit (id, at, actor, key, action, target, outcome, detail, "
+                "client, request_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(id) DO NOTHING",
+                [row_id, e.at, e.actor, e.key, e.action, e.target, e.outcome,
+                 json.dumps(e.detail or {}, sort_keys=True, default=str), e.client,
+                 e.request_id]).rowcount for row_id, e in entries)
+
+
+# The columns of ``usage`` and ``usage_hourly`` in the order of ``Usage``'s and
+# ``HourlyUsage``'s fields (which add_usage's ``astuple`` relies on too).
+_USAGE = tuple(f.name for f in fields(Usage))
+_HOURLY = tuple(f.name for f in fields(HourlyUsage))

@@ -8,6 +8,7 @@ append-only: no method changes or removes an entry, and the SQLite tables refuse
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,6 +31,26 @@ class Usage:
     request_id: str | None = None
     cache_hits: int = 0  # 1 when the answer came from the semantic cache
     saved_tokens: int = 0  # the model tokens that hit did not spend
+
+
+@dataclass
+class HourlyUsage:
+    """The requests of one hour, principal, key and route, once folded (``compact_usage``)."""
+
+    hour: str  # ISO, to the hour, UTC: 2026-03-01T10
+    principal: str
+    key: str | None
+    route: str
+    requests: int
+    errors: int
+    denied: int
+    latency_ms_sum: float
+    results: int
+    tokens_in: int
+    tokens_out: int
+    cost: float
+    cache_hits: int = 0
+    saved_tokens: int = 0
 
 
 @dataclass
@@ -81,6 +102,36 @@ class MeteringStore(Protocol):
     def save_buckets(self, levels: dict[str, tuple[float, float]], forget_before: float) -> None:
         """Keep these buckets' levels, and forget buckets untouched since ``forget_before``
         (a full bucket needs no row)."""
+        ...
+
+    # A copy of the whole store (``citewise migrate-catalog``: another installation's records
+    # brought into this one, rerun until the cut-over, so every write here is idempotent).
+    # Requests and audit entries keep their ids, which is what makes a second copy add
+    # nothing twice. -----------------------------------------------------------------------
+    def export_usage(self) -> Iterator[tuple[int, Usage]]:
+        """Every request not yet folded into an hour, with its id, lowest first."""
+        ...
+
+    def export_hourly_usage(self) -> list[HourlyUsage]: ...
+
+    def export_audit(self) -> Iterator[tuple[int, AuditEntry]]:
+        """Every entry with its id, in the order they were appended."""
+        ...
+
+    def import_usage(self, rows: list[tuple[int, Usage]]) -> int:
+        """Keep these requests under their own ids, all or none; a request whose id is kept
+        already is left as it is. How many were new. Requests added later get higher ids."""
+        ...
+
+    def import_hourly_usage(self, rows: list[HourlyUsage]) -> None:
+        """Keep these hours, each replacing the row of the same hour, principal, key and
+        route."""
+        ...
+
+    def import_audit(self, entries: list[tuple[int, AuditEntry]]) -> int:
+        """Append these entries under their own ids, all or none; an entry whose id is kept
+        already is left as it is (the log stays append-only). How many were new. Entries
+        appended later get higher ids, so the log's order stays the order of events."""
         ...
 
     def close(self) -> None: ...

@@ -34,8 +34,13 @@ BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Path], Settings]] = {
 
 
 @pytest.fixture(params=sorted(BACKENDS))
-def backend(request, tmp_path) -> Settings:
-    return BACKENDS[request.param](request, tmp_path)
+def backend_name(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def backend(request, backend_name, tmp_path) -> Settings:
+    return BACKENDS[backend_name](request, tmp_path)
 
 
 @pytest.fixture
@@ -56,3 +61,12 @@ def open_stores(backend) -> Iterator[Callable[[], Stores]]:
 @pytest.fixture
 def stores(open_stores) -> Stores:
     return open_stores()
+
+
+@pytest.fixture
+def other_stores(request, backend_name, tmp_path) -> Iterator[Stores]:
+    """A second installation on the same backend, empty: what a copy of the whole store
+    (``citewise migrate-catalog``) is brought into by the stores' ``import_*`` methods."""
+    stores = build_stores(BACKENDS[backend_name](request, tmp_path / "other"))
+    yield stores
+    stores.close()

@@ -87,3 +87,43 @@ def test_expiry_keeps_the_answers_that_received_feedback(stores):
                      "created_at": "2026-01-02T00:00:00.000+00:00"}
     assert answer.id == "a1"
     assert store.feedback_since("2026-01-03") == []
+
+
+def test_conversations_answers_and_feedback_copy_into_another_store_once(stores,
+                                                                        other_stores):
+    """What ``citewise migrate-catalog`` reads and writes: conversations as they are (turns,
+    times), every answer (turns and answers kept alone), feedback under its own ids; a second
+    copy adds nothing, and a turn added there afterwards is the next one."""
+    here = stores.conversations
+    here.start("c1", "user:dana", "how do I fail over?", "2026-01-01T00:00:00.000+00:00")
+    for n in (1, 2):
+        here.add_answer(StoredAnswer(id=f"a{n}", owner="user:dana", question=f"q{n}",
+                                     standalone=f"s{n}", answer=_answer("doc1"),
+                                     created_at=f"2026-01-01T00:00:0{n}.000+00:00",
+                                     conversation_id="c1", documents=["doc1"]))
+    here.add_answer(StoredAnswer(id="alone", owner="key:bot", question="port?",
+                                 standalone="port?", answer=_answer(text="5432"),
+                                 created_at="2026-01-02T00:00:00.000+00:00"))
+    here.add_feedback("a2", "user:dana", False, "wrong step", 1, "2026-01-03T00:00:00.000+00:00")
+    here.add_feedback("alone", "key:bot", True, None, None, "2026-01-04T00:00:00.000+00:00")
+
+    there = other_stores.conversations
+    conversations, answers = list(here.export_conversations()), list(here.export_answers())
+    feedback = list(here.export_feedback())
+    assert [a.id for a in answers] == ["a1", "a2", "alone"]
+    assert [(f.answer_id, f.helpful, f.wrong_citation) for _, f in feedback] == [
+        ("a2", False, 1), ("alone", True, None)]
+    there.import_conversations(conversations)
+    assert there.import_answers(answers) == 3 and there.import_answers(answers) == 0
+    assert there.import_feedback(feedback) == 2 and there.import_feedback(feedback) == 0
+    there.import_conversations(conversations)
+    assert there.get("c1") == here.get("c1") and there.get("c1").turns == 2
+    assert there.answers("c1") == here.answers("c1") and there.answer("alone") == here.answer(
+        "alone")
+    assert list(there.export_feedback()) == feedback
+    assert there.feedback_since("") == here.feedback_since("")
+    third = there.add_answer(StoredAnswer(id="a3", owner="user:dana", question="q3",
+                                          standalone="s3", answer=_answer(),
+                                          created_at="2026-01-05T00:00:00.000+00:00",
+                                          conversation_id="c1"))
+    assert third.turn == 3

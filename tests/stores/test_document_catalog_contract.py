@@ -201,3 +201,33 @@ def test_a_staged_catalog_of_other_documents_is_refused_and_nothing_switches(sto
     assert stores.catalog.meta("index_generation") is None
     assert [c.text for c in stores.catalog.chunks(doc.id)] == ["live chunk"]
     staged.close()
+
+
+def test_every_fact_is_listed_and_a_document_copies_whole_into_another_catalog(stores,
+                                                                             other_stores):
+    """What ``citewise migrate-catalog`` reads and writes: the meta listed whole, a document
+    read back with its chunks (``ChunkRow.chunk``) and outline saved unchanged elsewhere, and an
+    open swap kept with its phase."""
+    stores.catalog.set_meta("embedding_model", "model-a")
+    stores.catalog.set_meta("index_generation", "g2")
+    assert stores.catalog.meta_items() == {"embedding_model": "model-a",
+                                           "index_generation": "g2"}
+    doc = record("kb", "f.py", tags=["x"], service="svc")
+    save(stores, doc, "def f():", "    x = 1", "    y")
+    pending = PendingWrite(document_id=doc.id, source="kb", kind="write", phase="committed",
+                           new_version="v1", new_points=3, old_version="v0", old_points=1,
+                           started_at="2026-01-01T00:00:00+00:00")
+    stores.catalog.begin_pending(pending)
+
+    rows = stores.catalog.chunk_rows(doc.id)
+    other_stores.sources.ensure_source("kb", "folder", {})
+    other_stores.catalog.save_document(stores.catalog.get_document(doc.id),
+                                       [r.chunk(doc.id) for r in rows], [r.id for r in rows],
+                                       stores.catalog.outlines([doc.id])[doc.id])
+    other_stores.catalog.begin_pending(stores.catalog.pending_writes()[0])
+    copy = other_stores.catalog
+    assert copy.get_document(doc.id) == doc and copy.chunk_rows(doc.id) == rows
+    assert copy.chunks(doc.id) == stores.catalog.chunks(doc.id)
+    assert copy.outlines([doc.id]) == stores.catalog.outlines([doc.id])
+    assert copy.pending_writes() == [pending]
+    assert copy.meta_items() == {}

@@ -54,3 +54,37 @@ def test_a_keys_last_use_is_recorded(stores):
     assert keys.get("bot").last_used_at is None
     stores.keys.touch({"bot": "2026-03-01T10:00:00+00:00", "gone": "2026-03-01T10:00:00+00:00"})
     assert keys.get("bot").last_used_at == "2026-03-01T10:00:00+00:00"
+
+
+def test_a_key_copies_whole_into_another_store_and_a_rerun_never_unrevokes_it(stores,
+                                                                              other_stores):
+    """What ``citewise migrate-catalog`` writes: the key under its id with its hash, its
+    revocation and last use; copied again, a key revoked there stays revoked and its last use
+    is the later one; another key by that name is refused."""
+    keys = ApiKeys(stores.keys)
+    bot, secret = keys.create("bot", "search,answer", principal="user:ci",
+                              limits=["answer_per_minute=5"], expires="90d")
+    stores.keys.touch({"bot": "2026-03-01T10:00:00+00:00"})
+    _, old_secret = keys.create("old", "search")
+    keys.revoke("old")
+    for key in stores.keys.list():
+        other_stores.keys.import_key(key, stores.keys.by_id(key.id)[1])
+    copied = ApiKeys(other_stores.keys)
+    assert other_stores.keys.list() == stores.keys.list()
+    assert other_stores.keys.by_id(bot.id) == stores.keys.by_id(bot.id)
+    assert copied.verify(secret).name == "bot"  # the secret still works there
+    with pytest.raises(AuthError, match="revoked"):
+        copied.verify(old_secret)
+
+    copied.revoke("bot")  # revoked there after the first copy, and used later
+    other_stores.keys.touch({"bot": "2026-04-01T10:00:00+00:00"})
+    before = other_stores.keys.get("bot")
+    other_stores.keys.import_key(stores.keys.get("bot"), stores.keys.by_id(bot.id)[1])
+    assert other_stores.keys.get("bot") == before
+    assert before.revoked_at and before.last_used_at == "2026-04-01T10:00:00+00:00"
+
+    copied.create("ci", "search")
+    stranger, _ = keys.create("ci", "admin")  # the same name, another key
+    with pytest.raises(ConflictError):
+        other_stores.keys.import_key(stranger, stores.keys.by_id(stranger.id)[1])
+    assert other_stores.keys.get("ci").scopes == {"search"}

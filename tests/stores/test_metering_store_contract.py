@@ -87,3 +87,42 @@ def test_idle_buckets_are_forgotten(stores):
     stores.metering.save_buckets({"old": (1.0, 100.0), "new": (2.0, 5000.0)},
                                  forget_before=1000.0)
     assert stores.metering.load_buckets() == {"new": (2.0, 5000.0)}
+
+
+def test_usage_audit_and_buckets_copy_into_another_store_once_and_in_order(stores,
+                                                                           other_stores):
+    """What ``citewise migrate-catalog`` reads and writes: the requests and audit entries
+    under their own ids (a second copy adds nothing), the hours as they were folded, and what
+    is appended there afterwards comes after them."""
+    log = UsageLog(stores.metering, stores.keys, raw_days=7, retention_days=400)
+    for days, status in ((10, 200), (10, 429), (1, 200), (0, 500)):
+        log.record(_usage(NOW - timedelta(days=days), status, key=None if days else "bot",
+                          cache_hits=1, saved_tokens=7, request_id=f"r{days}"))
+    log.flush()
+    log.compact(NOW)  # the two of 10 days ago become an hour
+    audit = AuditLog(stores.metering)
+    audit.record("key.create", actor="operator:ana", target="ci", detail={"scopes": ["x"]})
+    audit.record("request.refused", actor="anonymous", outcome="denied", client="10.0.0.9")
+
+    here, there = stores.metering, other_stores.metering
+    requests, hours, entries = list(here.export_usage()), here.export_hourly_usage(), list(
+        here.export_audit())
+    assert len(requests) == 2 and len(hours) == 1 and hours[0].requests == 2
+    assert [e.action for _, e in entries] == ["key.create", "request.refused"]
+    assert there.import_usage(requests) == 2 and there.import_usage(requests) == 0
+    there.import_hourly_usage(hours)
+    there.import_hourly_usage(hours)  # replaced, not added to
+    assert there.import_audit(entries) == 2 and there.import_audit(entries) == 0
+    assert list(there.export_usage()) == requests and there.export_hourly_usage() == hours
+    assert list(there.export_audit()) == entries
+    window = (NOW - timedelta(days=30), NOW + timedelta(hours=1))
+    for group in ("principal", "key", "day"):
+        assert there.usage_report(*(t.isoformat() for t in window), group) == \
+            here.usage_report(*(t.isoformat() for t in window), group)
+    AuditLog(there).record("key.revoke", actor="operator:ana", target="ci")
+    latest = AuditLog(there).read()
+    assert [e["action"] for e in latest] == ["key.revoke", "request.refused", "key.create"]
+    assert latest[0]["id"] > entries[-1][0]
+
+    there.save_buckets(here.load_buckets() | {"p|answer|minute": (1.5, 1000.0)}, 0.0)
+    assert there.load_buckets()["p|answer|minute"] == (1.5, 1000.0)

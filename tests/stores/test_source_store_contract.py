@@ -69,3 +69,31 @@ def test_sources_are_listed_with_what_a_caller_may_read_and_their_last_runs(stor
     assert listed["kb"]["last_completed_at"] == stores.sources.get_run(partial)["finished_at"]
     everything = {s["name"]: s for s in sources_with_counts(stores.sources, stores.catalog)}
     assert everything["kb"]["documents"] == 2
+
+
+def test_sources_and_runs_copy_whole_into_another_store_once(stores, other_stores):
+    """What ``citewise migrate-catalog`` reads and writes: a source with its times and state,
+    and the runs under their own ids with their errors; a second copy adds nothing, and the
+    next run started there comes after them."""
+    here, there = stores.sources, other_stores.sources
+    here.ensure_source("wiki", "confluence", {"spaces": ["OPS"]})
+    here.set_source_state("wiki", {"cursor": 3})
+    here.set_healthy_documents("wiki", 40)
+    finished = here.start_run("wiki", "cron")
+    here.record_error(finished, "wiki", "p-1", "could not parse")
+    here.finish_run(finished, RunCounts(seen=3, added=2, failed=1), "partial", "1 failed")
+    second = here.start_run("wiki", "cli")
+    here.finish_run(second, RunCounts(seen=3, unchanged=3), "succeeded")
+
+    source = here.get_source("wiki")
+    there.import_source(source)
+    there.import_source(source)
+    assert there.get_source("wiki") == source  # created_at, updated_at and state as they were
+    runs = list(here.export_runs())
+    assert [r["id"] for r in runs] == [finished, second]
+    assert runs[0]["errors"][0]["external_id"] == "p-1" and runs[0]["errors"][0]["at"]
+    assert there.import_runs(runs) == 2
+    assert there.import_runs(runs) == 0  # a rerun of the copy
+    assert list(there.export_runs()) == runs
+    assert there.get_run(finished) == here.get_run(finished)
+    assert there.start_run("wiki", "cli") > second
