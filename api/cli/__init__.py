@@ -1,5 +1,5 @@
 """The ``citewise`` command: ingest, search, ask, serve, sources, eval, keys, usage, audit,
-feedback, verify, backup, restore, reindex, the MCP server and the Slack bot.
+feedback, verify, backup, restore, reindex, migrate-catalog, the MCP server and the Slack bot.
 
 Every command reads settings from ``CITEWISE_*`` environment variables and the config file
 (``./citewise.toml`` or ``--config``). When ``citewise serve`` holds the embedded index, the
@@ -16,6 +16,7 @@ from citewise.api.cli import (  # noqa: F401  (registers)
     ingest,
     maintenance,
     mcp,
+    migrate,
     query,
     reindex,
     serve,

@@ -59,6 +59,11 @@ SKIPPED = {
                                          "(tests/ingest/test_verify_repair.py rebuilds one)",
     "citewise --config bench/corpora.toml": "ingests the five shared corpora, about 7 minutes "
                                             "(make eval runs it)",
+    "citewise migrate-catalog --to postgresql://": "copies into a PostgreSQL server "
+                                                   "(tests/api/test_migrate_catalog.py copies "
+                                                   "into one)",
+    'citewise migrate-catalog --to "$': "copies into the PostgreSQL database of a variable "
+                                        "(tests/api/test_migrate_catalog.py copies into one)",
 }
 
 
