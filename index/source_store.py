@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 from citewise.index.catalog import DocumentCatalog
@@ -42,6 +42,11 @@ class RunCounts:
     failed: int = 0
     chunks_written: int = 0
     chunks_embedded: int = 0
+
+
+# A run as ``get_run``, ``list_runs`` and ``export_runs`` give it (``get_run`` adds its errors).
+RUN_FIELDS = ("id", "source", "trigger", "status", "started_at", "finished_at",
+              *(f.name for f in fields(RunCounts)), "message", "host", "pid")
 
 
 class SourceStore(Protocol):
@@ -112,8 +117,9 @@ class SourceStore(Protocol):
         ...
 
     def export_runs(self) -> Iterator[dict[str, Any]]:
-        """Every run, lowest id first, each as ``get_run`` gives it and with its errors'
-        times too (``external_id``, ``error``, ``at``)."""
+        """Every run, lowest id first, as ``RUN_FIELDS`` and its ``errors`` (``external_id``,
+        ``error``, ``at``): the same keys from every backend, so that one backend's runs
+        import into another's."""
         ...
 
     def import_runs(self, runs: list[dict[str, Any]]) -> int:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from citewise.index.catalog import now
-from citewise.index.source_store import RunCounts, SourceRecord, process_alive
+from citewise.index.source_store import RUN_FIELDS, RunCounts, SourceRecord, process_alive
 from citewise.sqlite import SqliteStore, marks, names
 from citewise.sqlite_schema import Migration, StoreSchema
 
@@ -213,12 +213,11 @@ class SqliteSourceStore(SqliteStore):
         new = 0
         with self.database.transaction():
             conn = self._conn()
+            columns = list(RUN_FIELDS)
             for run in runs:
-                row = {k: v for k, v in run.items() if k != "errors"}
-                columns = list(row)
                 added = conn.execute(
                     f"INSERT INTO ingest_runs ({names(columns)}) VALUES ({marks(columns)}) "
-                    "ON CONFLICT(id) DO NOTHING", [row[c] for c in columns]).rowcount
+                    "ON CONFLICT(id) DO NOTHING", [run[c] for c in columns]).rowcount
                 if not added:
                     continue
                 new += 1

@@ -56,7 +56,8 @@ from citewise.errors import CitewiseError, ConfigError
 @click.option("--to", "to", required=True, metavar="URL|FOLDER",
               help="postgresql://user@host:5432/database, or a data folder (its catalog.db).")
 @click.option("--force", is_flag=True,
-              help="Copy into a target that holds documents of another installation.")
+              help="Copy into a target that holds documents of another installation, or "
+                   "this folder's copy used on its own since (nothing is removed there).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_obj
 def migrate_catalog(obj: Context, to: str, force: bool, as_json: bool) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from citewise.index.source_store import RunCounts, sources_with_counts
+from citewise.index.source_store import RUN_FIELDS, RunCounts, sources_with_counts
 
 
 def test_a_source_is_registered_once_and_keeps_its_state(stores, open_stores):
@@ -91,6 +91,7 @@ def test_sources_and_runs_copy_whole_into_another_store_once(stores, other_store
     assert there.get_source("wiki") == source  # created_at, updated_at and state as they were
     runs = list(here.export_runs())
     assert [r["id"] for r in runs] == [finished, second]
+    assert set(runs[0]) == {*RUN_FIELDS, "errors"}
     assert runs[0]["errors"][0]["external_id"] == "p-1" and runs[0]["errors"][0]["at"]
     assert there.import_runs(runs) == 2
     assert there.import_runs(runs) == 0  # a rerun of the copy
