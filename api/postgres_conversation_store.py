@@ -9,11 +9,12 @@ conversation at once number them 1, 2, never 1, 1. Times are ISO text ``COLLATE 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from citewise.api.conversation_store import ConversationRow, StoredAnswer
+from citewise.api.conversation_store import ConversationRow, FeedbackRow, StoredAnswer
 from citewise.errors import NotFoundError
 from citewise.postgres import PostgresStore, Row
 from citewise.retrieval.answering import Answer
@@ -140,6 +141,65 @@ class PostgresConversationStore(PostgresStore):
         return [({"helpful": r["helpful"], "comment": r["comment"],
                   "wrong_citation": r["wrong_citation"], "created_at": r["given_at"]},
                  _answer(r)) for r in rows]
+
+    # A copy of the whole store -------------------------------------------------------------------
+    def export_conversations(self) -> Iterator[ConversationRow]:
+        for row in self.database.rows(
+                f"SELECT {_CONVERSATION} FROM conversations ORDER BY id COLLATE \"C\""):
+            yield ConversationRow(**row)
+
+    def export_answers(self) -> Iterator[StoredAnswer]:
+        for row in self.database.rows(
+                f"SELECT {_ANSWER} FROM answers ORDER BY created_at, id COLLATE \"C\""):
+            yield _answer(row)
+
+    def export_feedback(self) -> Iterator[tuple[int, FeedbackRow]]:
+        for r in self.database.rows(
+                "SELECT id, answer_id, principal, helpful, comment, wrong_citation, created_at "
+                "FROM feedback ORDER BY id"):
+            yield r["id"], FeedbackRow(
+                answer_id=r["answer_id"], principal=r["principal"], helpful=r["helpful"],
+                comment=r["comment"], wrong_citation=r["wrong_citation"],
+                created_at=r["created_at"])
+
+    def import_conversations(self, rows: list[ConversationRow]) -> None:
+        with self.database.transaction() as conn:
+            conn.cursor().executemany(
+                f"INSERT INTO conversations ({_CONVERSATION}) VALUES (%s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, title = excluded.title, "
+                "created_at = excluded.created_at, updated_at = excluded.updated_at, "
+                "turns = excluded.turns",
+                [(r.id, r.owner, r.title, r.created_at, r.updated_at, r.turns) for r in rows])
+
+    def import_answers(self, answers: list[StoredAnswer]) -> int:
+        new = 0
+        with self.database.transaction() as conn:
+            for a in answers:
+                added = conn.execute(
+                    f"INSERT INTO answers ({_ANSWER}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, "
+                    "%s) ON CONFLICT (id) DO NOTHING RETURNING id",
+                    [a.id, a.owner, a.question, a.standalone,
+                     Jsonb(a.answer.model_dump(mode="json")), a.created_at, a.conversation_id,
+                     a.turn, list(a.documents)]).fetchone()
+                new += added is not None
+        return new
+
+    def import_feedback(self, rows: list[tuple[int, FeedbackRow]]) -> int:
+        new = 0
+        with self.database.transaction() as conn:
+            for row_id, f in rows:
+                added = conn.execute(
+                    "INSERT INTO feedback (id, answer_id, principal, helpful, comment, "
+                    "wrong_citation, created_at) OVERRIDING SYSTEM VALUE "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING RETURNING id",
+                    [row_id, f.answer_id, f.principal, f.helpful, f.comment, f.wrong_citation,
+                     f.created_at]).fetchone()
+                new += added is not None
+            if new:
+                # The ids given move the identity past them: feedback given later comes after.
+                conn.execute("SELECT setval(pg_get_serial_sequence('feedback', 'id'), "
+                             "(SELECT max(id) FROM feedback))")
+        return new
 
 
 def _answer(row: Row) -> StoredAnswer:

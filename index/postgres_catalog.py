@@ -379,6 +379,10 @@ class PostgresDocumentCatalog(PostgresStore):
     def delete_meta(self, *keys: str) -> None:
         self.database.execute("DELETE FROM meta WHERE key = ANY(%s::text[])", [list(keys)])
 
+    def meta_items(self) -> dict[str, str]:
+        return {r["key"]: str(r["value"]) for r in self.database.rows(
+            "SELECT key, value FROM meta")}
+
     def switch_generation(self, staged: DocumentCatalog, meta: dict[str, str]) -> None:
         namespace = staged.database.namespace if isinstance(
             staged, PostgresDocumentCatalog) else None

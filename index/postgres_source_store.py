@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Iterator
 from dataclasses import asdict, fields
 from typing import Any
 
@@ -19,7 +20,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from citewise.index.catalog import now
-from citewise.index.source_store import RunCounts, SourceRecord, process_alive
+from citewise.index.source_store import RUN_FIELDS, RunCounts, SourceRecord, process_alive
 from citewise.postgres import PostgresStore, Row
 from citewise.store_schema import Migration, StoreSchema
 
@@ -188,6 +189,52 @@ class PostgresSourceStore(PostgresStore):
 
     def free_room_for_final_word(self) -> bool:
         return False
+
+    # A copy of the whole store ------------------------------------------------------------------
+    def import_source(self, record: SourceRecord) -> None:
+        self.database.execute(
+            "INSERT INTO sources (name, type, config, state, created_at, updated_at, "
+            "healthy_documents) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO "
+            "UPDATE SET type = excluded.type, config = excluded.config, state = excluded.state, "
+            "created_at = excluded.created_at, updated_at = excluded.updated_at, "
+            "healthy_documents = excluded.healthy_documents",
+            [record.name, record.type, _json(record.config), _json(record.state),
+             record.created_at, record.updated_at, record.healthy_documents])
+
+    def export_runs(self) -> Iterator[dict[str, Any]]:
+        self.settle_dead_runs()
+        errors: dict[int, list[dict[str, Any]]] = {}
+        for e in self.database.rows(
+                "SELECT run_id, external_id, error, at FROM ingest_errors ORDER BY id"):
+            errors.setdefault(e["run_id"], []).append(
+                {"external_id": e["external_id"], "error": e["error"], "at": e["at"]})
+        for row in self.database.rows(
+                f"SELECT {', '.join(RUN_FIELDS)} FROM ingest_runs ORDER BY id"):
+            yield {**row, "errors": errors.get(row["id"], [])}
+
+    def import_runs(self, runs: list[dict[str, Any]]) -> int:
+        new = 0
+        with self.database.transaction() as conn:
+            for run in runs:
+                added = conn.execute(
+                    f"INSERT INTO ingest_runs ({', '.join(RUN_FIELDS)}) "
+                    f"VALUES ({', '.join(['%s'] * len(RUN_FIELDS))}) "
+                    "ON CONFLICT (id) DO NOTHING RETURNING id",
+                    [run[c] for c in RUN_FIELDS]).fetchone()
+                if added is None:
+                    continue
+                new += 1
+                conn.cursor().executemany(
+                    "INSERT INTO ingest_errors (run_id, source, external_id, error, at) "
+                    "VALUES (%s, %s, %s, %s, %s)",
+                    [(run["id"], run["source"], e["external_id"], e["error"], e["at"])
+                     for e in run.get("errors", [])])
+            if new:
+                # Ids given explicitly do not move the identity: the next run is numbered
+                # after every run kept.
+                conn.execute("SELECT setval(pg_get_serial_sequence('ingest_runs', 'id'), "
+                             "(SELECT max(id) FROM ingest_runs))")
+        return new
 
 
 def _source(row: Row) -> SourceRecord:

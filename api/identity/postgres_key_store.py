@@ -96,6 +96,24 @@ class PostgresKeyStore(PostgresStore):
             conn.cursor().executemany(
                 "UPDATE api_keys SET last_used_at = %s WHERE name = %s",
                 [(used[name], name) for name in sorted(used)])
+    def import_key(self, key: ApiKey, secret_hash: str) -> None:
+        with self.database.transaction() as conn:
+            taken = conn.execute("SELECT id FROM api_keys WHERE name = %s",
+                                 [key.name]).fetchone()
+            if taken is not None and taken["id"] != key.id:
+                raise ConflictError(f"another key is named {key.name!r} here",
+                                    hint="names stay taken for good; revoke or keep one of them")
+            conn.execute(
+                "INSERT INTO api_keys (id, name, secret_hash, scopes, principal, "
+                "assert_identity, limits, created_at, created_by, expires_at, revoked_at, "
+                "last_used_at, shares_conversations) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, "
+                "%s, %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET "
+                "revoked_at = COALESCE(api_keys.revoked_at, excluded.revoked_at), "
+                "last_used_at = GREATEST(api_keys.last_used_at, excluded.last_used_at)",
+                [key.id, key.name, secret_hash, sorted(key.scopes), key.principal,
+                 key.assert_identity, Jsonb(key.limits), key.created_at, key.created_by,
+                 key.expires_at, key.revoked_at, key.last_used_at, key.shares_conversations])
+
 
 def _record(row: Row) -> ApiKey:
     return ApiKey(

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Sequence
-from dataclasses import astuple
+from collections.abc import Iterator, Sequence
+from dataclasses import astuple, fields
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from citewise.api.metering.buckets import Level, Step
-from citewise.api.metering.store import AuditEntry, Usage
+from citewise.api.metering.store import AuditEntry, HourlyUsage, Usage
 from citewise.postgres import PostgresStore
 from citewise.store_schema import Migration, StoreSchema
 
@@ -242,6 +242,64 @@ class PostgresMeteringStore(PostgresStore):
             "ON CONFLICT (bucket) DO UPDATE SET tokens = excluded.tokens, "
             "updated_at = excluded.updated_at",
             [names, [levels[b][0] for b in names], [levels[b][1] for b in names]])
+
+    # A copy of the whole store -------------------------------------------------------------------
+    def export_usage(self) -> Iterator[tuple[int, Usage]]:
+        for r in self.database.rows(f"SELECT id, {_USAGE} FROM usage ORDER BY id"):
+            yield r["id"], Usage(**{f.name: r[f.name] for f in fields(Usage)})
+
+    def export_hourly_usage(self) -> list[HourlyUsage]:
+        return [HourlyUsage(**{**r, "key": r["key"] or None}) for r in self.database.rows(
+            "SELECT * FROM usage_hourly ORDER BY hour, principal, key, route")]
+
+    def export_audit(self) -> Iterator[tuple[int, AuditEntry]]:
+        for r in self.database.rows("SELECT * FROM audit ORDER BY id"):
+            yield r["id"], AuditEntry(
+                at=r["at"], actor=r["actor"], action=r["action"], outcome=r["outcome"],
+                key=r["key"], target=r["target"], detail=r["detail"], client=r["client"],
+                request_id=r["request_id"])
+
+    def import_usage(self, rows: list[tuple[int, Usage]]) -> int:
+        columns = ["id", *(f.name for f in fields(Usage))]
+        return self._import_with_ids("usage", columns, [
+            (row_id, *astuple(usage)) for row_id, usage in rows])
+
+    def import_hourly_usage(self, rows: list[HourlyUsage]) -> None:
+        columns = [f.name for f in fields(HourlyUsage)]
+        updates = ", ".join(f"{c} = excluded.{c}" for c in columns[4:])
+        with self.database.transaction() as conn:
+            conn.cursor().executemany(
+                f"INSERT INTO usage_hourly ({', '.join(columns)}) "
+                f"VALUES ({', '.join(['%s'] * len(columns))}) "
+                f"ON CONFLICT (hour, principal, key, route) DO UPDATE SET {updates}",
+                # The table keeps no key as '' (part of its primary key), as compaction does.
+                [(*astuple(r)[:2], r.key or "", *astuple(r)[3:]) for r in rows])
+
+    def import_audit(self, entries: list[tuple[int, AuditEntry]]) -> int:
+        columns = ["id", "at", "actor", "key", "action", "target", "outcome", "detail",
+                   "client", "request_id"]
+        return self._import_with_ids("audit", columns, [
+            (row_id, e.at, e.actor, e.key, e.action, e.target, e.outcome,
+             Jsonb(e.detail or {}, dumps=_dumps), e.client, e.request_id)
+            for row_id, e in entries])
+
+    def _import_with_ids(self, table: str, columns: list[str],
+                         rows: list[tuple[Any, ...]]) -> int:
+        """Insert ``rows`` with the ids they bring (the first column), leaving an id kept
+        already as it is; how many were new. The ids given move the table's identity past
+        them, so that what is added later comes after."""
+        new = 0
+        with self.database.transaction() as conn:
+            for row in rows:
+                added = conn.execute(
+                    f"INSERT INTO {table} ({', '.join(columns)}) OVERRIDING SYSTEM VALUE "
+                    f"VALUES ({', '.join(['%s'] * len(columns))}) "
+                    "ON CONFLICT (id) DO NOTHING RETURNING id", row).fetchone()
+                new += added is not None
+            if new:
+                conn.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                             f"(SELECT max(id) FROM {table}))")
+        return new
 
 
 def _checksum(bucket: str) -> int:

@@ -5,7 +5,7 @@ The source is a data folder made the way an installation makes one: ``citewise i
 test knowledge base, keys made and revoked by ``citewise keys``, and usage, audit entries,
 rate-limit levels and conversations with feedback kept by the services that keep them. The
 target is a fresh data folder's own SQLite file (every backend's stores pass the same contract
-tests, ``tests/stores/``), and with the ``postgres_url`` fixture a real PostgreSQL database.
+tests, ``tests/stores/``), and a real PostgreSQL database (the ``postgres_url`` fixture).
 """
 
 from __future__ import annotations
@@ -32,19 +32,21 @@ from citewise.api.metering.usage import UsageLog
 from citewise.api.settings import Settings
 from citewise.errors import AuthError, ConfigError
 from citewise.index.catalog import PendingWrite
+from citewise.postgres import display_url
 from citewise.retrieval.answering import Answer
 from tests.kb import ALL_PATHS, REDIS, SECRET, SECRET_TITLE, write_kb
 
 NO_CITEWISE_ENV = {k: None for k in os.environ if k.startswith("CITEWISE_")}
 
 
-def invoke(*args: object) -> Result:
-    """Run the CLI in this process, without the machine's CITEWISE_* settings; the CLI's
-    logging set-up is undone afterwards."""
+def invoke(*args: object, **settings: str) -> Result:
+    """Run the CLI in this process, without the machine's CITEWISE_* settings but ``settings``
+    (``CITEWISE_...="..."``); the CLI's logging set-up is undone afterwards."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     try:
-        return CliRunner().invoke(cli, [str(a) for a in args], env=NO_CITEWISE_ENV)
+        return CliRunner().invoke(cli, [str(a) for a in args],
+                                  env={**NO_CITEWISE_ENV, **settings})
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
@@ -383,4 +385,44 @@ def test_a_target_that_is_no_postgresql_url_nor_a_folder_is_refused(installation
         assert result.exit_code == 1 and said in result.stderr, show(result)
 
 
-# Into PostgreSQL ------------------------------------------------------------------------------
+
+def test_into_postgresql_every_store_then_the_vectors_beside_it(installation, postgres_url,
+                                                                 tmp_path):
+    """The move the docs describe: the state copied into a real PostgreSQL database (a replica
+    there finds all of it, and nothing in its own data folder), a rerun copying nothing twice,
+    then `citewise verify --repair` run on the old machine with the new settings, which builds
+    the vectors in a vector store of their own from the copied catalog; search through the new
+    settings then finds what it found before."""
+    source = tmp_path / "data"
+    shutil.copytree(installation[0], source)
+    secrets = installation[1]
+    result = invoke("--data-dir", source, "migrate-catalog", "--to", postgres_url)
+    assert result.exit_code == 0, show(result)
+    out = " ".join(result.stdout.split())
+    assert f"documents: {len(ALL_PATHS)} copied" in out
+    assert f"CITEWISE_DATABASE_URL={display_url(postgres_url)}" in out
+    assert "aws s3 sync" in out and "citewise verify --repair" in out
+    replica = Settings(data_dir=tmp_path / "replica", database_url=postgres_url)
+    target = build_stores(replica)
+    try:
+        _copied(source, target, secrets)
+    finally:
+        target.close()
+    assert not (tmp_path / "replica" / "catalog.db").exists()
+    again = invoke("--data-dir", source, "migrate-catalog", "--to", postgres_url, "--json")
+    assert again.exit_code == 0, show(again)
+    report = json.loads(again.stdout)
+    assert report["rerun"] is True
+    assert all(report[name]["copied"] == 0 for name in (
+        "documents", "sources", "runs", "keys", "requests", "audit", "conversations",
+        "answers", "feedback", "index_facts")), report
+
+    moved = {"CITEWISE_DATABASE_URL": postgres_url,
+             "CITEWISE_QDRANT_URL": f"local:{tmp_path / 'vectors'}"}
+    repaired = invoke("--data-dir", source, "verify", "--repair", **moved)
+    assert repaired.exit_code == 0, show(repaired)
+    assert "consistent" in repaired.stdout
+    found = invoke("--data-dir", tmp_path / "replica", "search", "redis failover", "--json",
+                   **moved)
+    assert found.exit_code == 0, show(found)
+    assert json.loads(found.stdout)["results"][0]["path"] == REDIS
