@@ -9,9 +9,11 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from citewise.api.answering import Answering
 from citewise.api.conversation_store import ConversationStore
@@ -53,10 +55,10 @@ from citewise.index.sqlite_source_store import SqliteSourceStore
 from citewise.index.sqlite_staging import SqliteCatalogStaging
 from citewise.index.staging import CatalogStaging
 from citewise.index.vector_index import VectorIndex
-from citewise.ingest.jobs import JobQueue
+from citewise.ingest.jobs import InProcessJobQueue, JobQueue
 from citewise.ingest.pipeline import IngestPipeline
 from citewise.ingest.reindex import Reindexer
-from citewise.ingest.runlock import RunLock
+from citewise.ingest.runlock import FileRunLock, RunLock
 from citewise.ingest.schedule import Scheduler, last_run_started, plan, zone_of
 from citewise.private_files import describe, private_folder, too_open
 from citewise.retrieval.answering import AnswerService
@@ -68,8 +70,11 @@ from citewise.retrieval.rerank import CrossEncoderReranker, HttpReranker, Rerank
 from citewise.retrieval.search import SearchService
 from citewise.retrieval.settings import RetrievalSettings
 from citewise.retrieval.synonyms import Synonyms
-from citewise.settings import comma_separated, find_source
+from citewise.settings import CoreSettings, comma_separated, find_source
 from citewise.sqlite import SqliteDatabase
+
+if TYPE_CHECKING:
+    from citewise.postgres import PostgresDatabase
 
 log = logging.getLogger("citewise")
 
@@ -95,6 +100,14 @@ class Stores:
     bucket_levels: Callable[[], BucketLevels]
     versions: Callable[[], dict[str, int]]  # each store's schema version
     close: Callable[[], None]
+    # The shared database of CITEWISE_DATABASE_URL (None: one machine's SQLite file), which
+    # also keeps the run lock and the ingest jobs (``build_ingest_runs``).
+    postgres: PostgresDatabase | None = None
+
+    @property
+    def backend(self) -> str:
+        """Which database the state is in, as /healthz says it."""
+        return "sqlite" if self.postgres is None else "postgresql"
 
 
 def build_stores(settings: Settings) -> Stores:
@@ -113,6 +126,49 @@ def build_stores(settings: Settings) -> Stores:
         staging=SqliteCatalogStaging(settings.data_dir / "reindex"),
         bucket_levels=lambda: LocalLevels(metering),
         versions=database.store_versions, close=database.close)
+
+
+def build_database(settings: CoreSettings) -> PostgresDatabase | None:
+    """The pool of connections to CITEWISE_DATABASE_URL's database, one per process; None
+    without one (the embedded SQLite file). Imported here: an embedded installation never
+    loads the driver."""
+    if not settings.database_url:
+        return None
+    from citewise.postgres import PostgresDatabase
+
+    return PostgresDatabase(settings.database_url, pool_size=settings.database_pool_size,
+                            connect_timeout=settings.database_timeout)
+
+
+def build_ingest_runs(settings: Settings, stores: Stores,
+                      pipeline: IngestPipeline) -> tuple[RunLock, JobQueue]:
+    """The run lock (one ingest run at a time, whoever starts it) and the job queue: in the
+    shared database when there is one, so that every replica and worker shares them; else the
+    data folder's lock file and this process's memory."""
+    if stores.postgres is not None:
+        from citewise.ingest.pg_jobs import PostgresJobQueue
+        from citewise.ingest.pg_runlock import PostgresRunLock
+
+        lock = PostgresRunLock(stores.postgres)
+        return lock, PostgresJobQueue(stores.postgres, pipeline, lock)
+    file_lock = FileRunLock(settings.data.run_lock_path)
+    return file_lock, InProcessJobQueue(pipeline, file_lock)
+
+
+@contextmanager
+def run_lock_of(settings: Settings) -> Iterator[RunLock]:
+    """The run lock alone, for a command that builds no services (backup, reindex)."""
+    postgres = build_database(settings)
+    if postgres is None:
+        yield FileRunLock(settings.data.run_lock_path)
+        return
+    from citewise.ingest.pg_runlock import PostgresRunLock
+
+    try:
+        yield PostgresRunLock(postgres)
+    finally:
+        if postgres is not None:
+            postgres.close()
 
 
 def build_postgres_stores(settings: Settings, url: str) -> Stores:
@@ -139,7 +195,7 @@ def build_postgres_stores(settings: Settings, url: str) -> Stores:
             answer_cache=PostgresAnswerCache(database, settings.retrieval.answer_cache_size),
             staging=PostgresCatalogStaging(database),
             bucket_levels=lambda: SharedLevels(metering),
-            versions=database.store_versions, close=database.close)
+            versions=database.store_versions, close=database.close, postgres=database)
     except BaseException:
         database.close()
         raise
@@ -159,6 +215,7 @@ class Services:
     search: SearchService
     answers: AnswerService
     library: LibraryService
+    run_lock: RunLock  # one ingest run at a time: jobs, the CLI's runs, repairs, backups
     jobs: JobQueue
     gateway: Gateway | None = None
     conversations: Conversations | None = None
@@ -434,6 +491,7 @@ def build_services(settings: Settings) -> Services:
         work_dir=settings.data_dir,
         min_free_bytes=settings.ingest.min_free_bytes,
     )
+    run_lock, jobs = build_ingest_runs(settings, stores, pipeline)
     retrieval = settings.retrieval
     search = build_search(retrieval, catalog, index, dense, sparse)
     gateway = build_gateway(settings.gateway)
@@ -457,7 +515,8 @@ def build_services(settings: Settings) -> Services:
         search=search,
         answers=answers,
         library=build_library(settings, stores, blobs),
-        jobs=JobQueue(pipeline, RunLock(settings.data.run_lock_path)),
+        run_lock=run_lock,
+        jobs=jobs,
         gateway=gateway,
         conversations=build_conversations(settings, stores),
         guardrails=Guardrails(settings.answering.guardrails),
@@ -500,10 +559,12 @@ def build_conversations(settings: Settings, stores: Stores) -> Conversations:
 
 
 def build_scheduler(settings: Settings, services: Services) -> Scheduler:
-    """The [schedule] of the config, which ``citewise serve`` runs: due sources go to the job
-    queue (and its run lock). Each due source is looked up in the services' settings when it
-    is due, so a reloaded source's new settings apply without a new scheduler; the plan (which
-    source when) is ``settings``'. Building checks every cron expression and the time zone."""
+    """The [schedule] of the config, which ``citewise serve`` and ``citewise worker`` run: due
+    sources go to the job queue (and its run lock); each due time runs once however many
+    processes run a scheduler (``ingest/schedule.py``). Each due source is looked up in the
+    services' settings when it is due, so a reloaded source's new settings apply without a new
+    scheduler; the plan (which source when) is ``settings``'. Building checks every cron
+    expression and the time zone."""
     def submit(names: list[str], trigger: str) -> None:
         current = services.settings  # read once: a reload may swap it meanwhile
         services.jobs.submit([find_source(current.sources, n) for n in names], trigger=trigger)

@@ -58,11 +58,15 @@ class RunReportView(ResponseBody):
 
 
 class JobView(ResponseBody):
-    """An ingest job of this server: its sources, run one after the other."""
+    """An ingest job: its sources, run one after the other by this server, or, with a shared
+    database, by whichever worker took it (every replica reads the same job)."""
 
     id: str
     sources: list[str]
-    status: Literal["queued", "running", "done", "failed"]
+    status: Literal["queued", "running", "done", "failed"] = Field(
+        description="queued (waiting for a worker, or for the run lock), running, done, or "
+                    "failed (`message` says why: a source that failed, or a worker that died "
+                    "mid-run).")
     current: str | None = Field(description="The source being read now.")
     counts: dict[str, int] = Field(description="The current source's counts so far (seen, "
                                    "added, updated, ...); {} before its first.")
@@ -110,11 +114,13 @@ class RunDetail(RunView):
              responses=problems({
                  404: "No source of that name is declared (it says so when the server's "
                       "config is older than its file: reload it).",
-                 409: "Another ingest job is running (one at a time).",
+                 409: "Another ingest job is queued or running, or another run (a cron, a "
+                      "repair, a backup) holds the run lock: one at a time.",
                  502: "The source could not be read."}))
 def start(body: IngestRequest, request: Request,
           who: Annotated[Caller, Depends(caller)]) -> dict:
-    """Runs in the background, one job at a time; poll `GET /v1/ingest/jobs/{id}`."""
+    """Runs in the background, one job at a time; poll `GET /v1/ingest/jobs/{id}` (on any
+    replica, with a shared database)."""
     services = request.app.state.services
     settings = services.settings  # read once: a config reload may swap it meanwhile
     try:
@@ -144,13 +150,15 @@ def start(body: IngestRequest, request: Request,
 
 @router.get("/jobs/{job_id}", response_model=JobView,
             summary="An ingest job's progress and results",
-            responses=problems({404: "No job of that id in this server (a restart forgets "
-                                     "its jobs; their runs stay in /v1/ingest/runs)."}))
+            responses=problems({404: "No job of that id (a server without a shared database "
+                                     "forgets its jobs when it restarts; their runs stay in "
+                                     "/v1/ingest/runs)."}))
 def get_job(job_id: Annotated[str, Path(max_length=64)], request: Request) -> dict:
     return request.app.state.services.jobs.get(job_id).to_dict()
 
 
-@router.get("/jobs", response_model=JobList, summary="Recent ingest jobs of this server")
+@router.get("/jobs", response_model=JobList,
+            summary="Recent ingest jobs (this server's, or the shared database's)")
 def list_jobs(request: Request) -> dict:
     return {"jobs": [j.to_dict() for j in request.app.state.services.jobs.jobs()]}
 
@@ -239,7 +247,7 @@ def verify(body: VerifyRequest, request: Request,
     the ingest run lock: while a run goes on, answers 409."""
     services = request.app.state.services
     what = "verify --repair" if body.repair else "verify"
-    with services.jobs.run_lock.held(f"{what} (server, {who.principal})"):
+    with services.run_lock.held(f"{what} (server, {who.principal})"):
         result = verify_index(services.pipeline, fix=body.repair, force=body.force)
     if body.repair:
         request.app.state.door.audit.record(

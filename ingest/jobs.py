@@ -1,8 +1,14 @@
-"""Runs ingests for a long-lived process (the API server): one at a time, in the background.
+"""Ingest jobs: runs started over HTTP (``POST /v1/ingest/jobs``) and by the schedule, one at a
+time, in the background.
 
-The embedded index admits one process, so while ``citewise serve`` runs, every ingest goes
-through it: the nightly cron's ``citewise ingest --all`` and a developer's ``citewise ingest
-./docs`` are handed to this queue over HTTP, and their progress is read back from it.
+``JobQueue`` is the contract the routes and the scheduler use; the composition root chooses the
+implementation. On one machine, ``InProcessJobQueue`` runs each job in a thread of the process
+that accepted it and keeps jobs in its memory: the embedded index admits one process, so while
+``citewise serve`` runs, every ingest goes through it (the nightly cron's ``citewise ingest
+--all`` and a developer's ``citewise ingest ./docs`` are handed to it over HTTP, and their
+progress is read back from it). With ``CITEWISE_DATABASE_URL``, ``PostgresJobQueue``
+(``pg_jobs.py``) keeps jobs as rows of the shared database: any replica accepts one, one worker
+runs it, and every replica reads its progress.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from citewise.connectors.registry import build_connector
 from citewise.errors import CitewiseError, NotFoundError, RunLockedError
@@ -75,7 +81,76 @@ def run_source(
     )
 
 
-class JobQueue:
+class JobQueue(Protocol):
+    def submit(self, sources: list[SourceConfig], *, trigger: str, force: bool = False) -> Job:
+        """Accept a job over ``sources``: queued (or already running), never waited for.
+        ``RunLockedError`` when a job is queued or running already, or another run holds the
+        run lock: one at a time."""
+        ...
+
+    def get(self, job_id: str) -> Job:
+        """The job as it is now; ``NotFoundError`` when this queue does not know it."""
+        ...
+
+    def jobs(self) -> list[Job]:
+        """The recent jobs (at most 50), oldest first."""
+        ...
+
+    def start(self) -> None:
+        """Start taking queued jobs in this process (where jobs are run by a worker)."""
+        ...
+
+    def stop(self) -> None:
+        """Stop taking jobs (a job running now runs to its end)."""
+        ...
+
+
+def run_job(pipeline: IngestPipeline, job: Job, sources: list[SourceConfig], *, trigger: str,
+            force: bool, changed: Callable[[Job], None] = lambda job: None) -> None:
+    """Run ``job``'s sources one after the other, keeping ``job`` up to date (its current
+    source, counts, reports, and at the end its status and message); ``changed(job)`` is called
+    after each change, ``counts`` included (as often as the pipeline reports them). Never
+    raises for a run that failed: the job says so."""
+    try:
+        job.status = "running"
+        for source in sources:
+            job.current, job.counts = source.name, {}
+            changed(job)
+
+            def on_counts(c: RunCounts) -> None:
+                job.counts = asdict(c)
+                changed(job)
+
+            report = run_source(
+                pipeline, source, trigger=trigger, force=force,
+                progress=TerminalProgress(source.name, every=30), on_counts=on_counts,
+            )
+            job.reports.append(report_dict(report))
+            # The server's log is where a scheduled or API run is read; the CLI prints its own
+            # summary (logging it too printed every summary twice).
+            log.info("ingest %s", report.summary())
+        job.status = "done"
+    except CitewiseError as e:
+        job.status, job.message = "failed", str(e)
+    except Exception as e:  # keep the process alive; the job says what happened
+        log.exception("ingest job %s crashed", job.id)
+        job.status, job.message = "failed", f"{type(e).__name__}: {e}"
+    finally:
+        job.current = None
+
+
+def new_job_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def describe_sources(sources: list[SourceConfig]) -> str:
+    return ", ".join(s.name for s in sources)
+
+
+class InProcessJobQueue:
+    """``JobQueue`` in this process's memory, each job run in a thread of its own: one
+    machine's server. A restart forgets its jobs (their runs stay in the catalog)."""
+
     def __init__(self, pipeline: IngestPipeline, lock: RunLock) -> None:
         self.pipeline = pipeline
         # The data folder's run lock: also held by cron runs in other processes.
@@ -93,11 +168,11 @@ class JobQueue:
                 hint="wait for it to finish (GET /v1/ingest/jobs/<id>) and try again",
             )
         try:
-            self.run_lock.acquire(f"ingest job ({trigger}) of {', '.join(s.name for s in sources)}")
+            self.run_lock.acquire(f"ingest job ({trigger}) of {describe_sources(sources)}")
         except BaseException:
             self._busy.release()
             raise
-        job = Job(id=uuid.uuid4().hex[:12], sources=[s.name for s in sources])
+        job = Job(id=new_job_id(), sources=[s.name for s in sources])
         with self._lock:
             self._jobs[job.id] = job
         thread = threading.Thread(
@@ -109,29 +184,8 @@ class JobQueue:
 
     def _run(self, job: Job, sources: list[SourceConfig], trigger: str, force: bool) -> None:
         try:
-            job.status = "running"
-            for source in sources:
-                job.current = source.name
-
-                def on_counts(c: RunCounts) -> None:
-                    job.counts = asdict(c)
-
-                report = run_source(
-                    self.pipeline, source, trigger=trigger, force=force,
-                    progress=TerminalProgress(source.name, every=30), on_counts=on_counts,
-                )
-                job.reports.append(report_dict(report))
-                # The server's log is where a scheduled or API run is read; the CLI prints
-                # its own summary (logging it too printed every summary twice).
-                log.info("ingest %s", report.summary())
-            job.status = "done"
-        except CitewiseError as e:
-            job.status, job.message = "failed", str(e)
-        except Exception as e:  # keep the server alive; the job says what happened
-            log.exception("ingest job %s crashed", job.id)
-            job.status, job.message = "failed", f"{type(e).__name__}: {e}"
+            run_job(self.pipeline, job, sources, trigger=trigger, force=force)
         finally:
-            job.current = None
             self.run_lock.release()
             self._busy.release()
 
@@ -145,3 +199,9 @@ class JobQueue:
     def jobs(self) -> list[Job]:
         with self._lock:
             return list(self._jobs.values())[-50:]
+
+    def start(self) -> None:
+        """Nothing to start: each job runs in a thread of its own as it is submitted."""
+
+    def stop(self) -> None:
+        """Nothing to stop: a running job's thread ends with it."""

@@ -1,11 +1,14 @@
-"""One ingest run at a time per data folder, whoever starts it.
+"""One ingest run at a time per installation, whoever starts it.
 
 The server's jobs, its own schedule, an external cron's ``citewise ingest --all``, a repair and
 a backup all take this lock, so two of them never overlap (with a Qdrant server, two processes
-could otherwise write one index at once). It is an OS lock (``flock``) on
-``<data dir>/ingest.lock``: the kernel releases it when its holder exits, however it exits, so
-a run killed at 3 a.m. never leaves it stuck. The file also says who holds it, for the message
-the next one prints.
+could otherwise write one index at once). ``RunLock`` is the contract; the composition root
+chooses the implementation: on one machine ``FileRunLock``, an OS lock (``flock``) on
+``<data dir>/ingest.lock``; with ``CITEWISE_DATABASE_URL``, ``PostgresRunLock``
+(``pg_runlock.py``), an advisory lock of the shared database, which every replica and worker
+sees. Both are released by whatever keeps them (the kernel, the database session) when their
+holder dies, however it dies, so a run killed at 3 a.m. never leaves the lock stuck, and both
+keep a note of who holds it, for the message the next one prints.
 """
 
 from __future__ import annotations
@@ -15,22 +18,57 @@ import json
 import os
 import socket
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from citewise.errors import CitewiseError, RunLockedError
 
 
-class RunLock:
+class RunLock(Protocol):
+    def acquire(self, what: str) -> None:
+        """Take the lock for ``what`` (e.g. "ingest --all (cron)"), or raise ``RunLockedError``
+        naming the holder. Never waits: a cron run that finds another run going exits."""
+        ...
+
+    def release(self) -> None:
+        """Give the lock back (nothing when not held)."""
+        ...
+
+    def holder(self) -> dict[str, Any] | None:
+        """Who holds it: ``what``, ``pid``, ``host`` and ``since``; None when nobody (or
+        unknown)."""
+        ...
+
+    def held(self, what: str) -> AbstractContextManager[Any]:
+        """``with lock.held("citewise backup"):`` acquire, and release however the block
+        ends."""
+        ...
+
+
+def holder_text(holder: dict[str, Any] | None) -> str:
+    """The holder's note as the refusal says it."""
+    if not holder:
+        return "another process"
+    return (f"{holder.get('what')} (pid {holder.get('pid')} on {holder.get('host')}, "
+            f"since {holder.get('since')})")
+
+
+def holder_note(what: str) -> dict[str, Any]:
+    """The note a new holder leaves: what it runs, and which process on which machine."""
+    return {"what": what, "pid": os.getpid(), "host": socket.gethostname(),
+            "since": datetime.now(UTC).isoformat(timespec="seconds")}
+
+
+class FileRunLock:
+    """``RunLock`` as ``flock`` on a file of the data folder: one machine's processes."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd: int | None = None
 
     def acquire(self, what: str) -> None:
-        """Take the lock for ``what`` (e.g. "ingest --all (cron)"), or raise ``RunLockedError``
-        naming the holder. Never waits: a cron run that finds another run going exits."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # Private like everything in the data folder (``citewise.private_files``); an
@@ -48,11 +86,9 @@ class RunLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            holder = self.holder()
-            who = (f"{holder.get('what')} (pid {holder.get('pid')} on {holder.get('host')}, "
-                   f"since {holder.get('since')})") if holder else "another process"
             raise RunLockedError(
-                f"another run holds the ingest lock of this data folder: {who}; "
+                "another run holds the ingest lock of this data folder: "
+                f"{holder_text(self.holder())}; "
                 "this one did nothing",
                 hint="it is released when that run ends; try again then (a cron can simply "
                      "run at its next time)") from None
@@ -62,9 +98,7 @@ class RunLock:
         self._fd = fd
         try:
             os.ftruncate(fd, 0)
-            os.write(fd, json.dumps({
-                "what": what, "pid": os.getpid(), "host": socket.gethostname(),
-                "since": datetime.now(UTC).isoformat(timespec="seconds")}).encode())
+            os.write(fd, json.dumps(holder_note(what)).encode())
         except OSError:  # read-only, or a full disk: the lock holds without the note
             pass
 
@@ -85,7 +119,7 @@ class RunLock:
             return None
 
     @contextmanager
-    def held(self, what: str) -> Iterator[RunLock]:
+    def held(self, what: str) -> Iterator[FileRunLock]:
         self.acquire(what)
         try:
             yield self

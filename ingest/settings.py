@@ -27,6 +27,11 @@ class IngestSettings(SettingsPart):
     schedule_catch_up: bool = Field(
         default=True, description="At start, run sources whose due time passed while the "
         "server was down.")
+    serve_runs_ingest: bool = Field(
+        default=True, description="Whether `citewise serve` runs ingest jobs and the schedule "
+        "itself. With CITEWISE_DATABASE_URL, false for API replicas beside a `citewise worker`, "
+        "which runs them (the replicas still accept jobs); without a database the server runs "
+        "what it accepts, so false is refused.")
     chunk_max_tokens: int = Field(
         default=200, description="Word-pieces per chunk (the model truncates at 256)."
     )

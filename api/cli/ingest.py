@@ -104,7 +104,7 @@ def ingest(obj: Context, path, name, source, all_sources, readers, force, as_jso
                 default_readers=obj.settings.default_readers, path=path, name=name,
                 source=source, all_sources=all_sources, readers=readers,
             )
-            with services.jobs.run_lock.held(f"citewise ingest ({_what(sources)})"):
+            with services.run_lock.held(f"citewise ingest ({_what(sources)})"):
                 reports = _ingest_local(services, sources, force)
     if as_json:
         click.echo(json.dumps(reports, indent=2))

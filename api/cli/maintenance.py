@@ -103,7 +103,7 @@ def _verify_local(services, repair: bool, force: bool) -> dict:
     from citewise.ingest.repair import verify_index
 
     what = "citewise verify --repair" if repair else "citewise verify"
-    with services.jobs.run_lock.held(what):
+    with services.run_lock.held(what):
         if not repair:
             return verify_index(services.pipeline, fix=False)
         with click.progressbar(length=1, label="rebuilding points", file=sys.stderr) as bar:
@@ -118,7 +118,7 @@ def _rebuild_catalog(services, as_json: bool) -> None:
     from citewise.ingest.rebuild_catalog import rebuild_catalog
 
     types = {s.name: s.type for s in services.settings.sources}
-    with services.jobs.run_lock.held("citewise verify --rebuild-catalog"):
+    with services.run_lock.held("citewise verify --rebuild-catalog"):
         report = rebuild_catalog(services.pipeline, types)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
@@ -221,13 +221,12 @@ def _print_findings(label: str, lines: list[str], summary: list[dict] | None,
 @click.pass_obj
 def backup(obj: Context, dest: Path) -> None:
     """Copy the catalog, blobs, embedding cache and config to DEST."""
-    from citewise.api.composition import build_blobs
+    from citewise.api.composition import build_blobs, run_lock_of
     from citewise.ingest.backup import backup as run_backup
-    from citewise.ingest.runlock import RunLock
 
     try:
         settings = obj.local_data()
-        with skip_if_locked(), RunLock(settings.data.run_lock_path).held(
+        with skip_if_locked(), run_lock_of(settings) as lock, lock.held(
                 f"citewise backup {dest}"):
             manifest = run_backup(settings.data, build_blobs(settings), dest,
                                   config_file=settings.config_file,

@@ -63,8 +63,7 @@ from citewise.errors import CitewiseError, ConfigError
 def migrate_catalog(obj: Context, to: str, force: bool, as_json: bool) -> None:
     """Copy this data folder's state (catalog, keys, usage, conversations) into PostgreSQL."""
     from citewise.api.catalog_migration import migrate_catalog as migrate
-    from citewise.api.composition import build_stores
-    from citewise.ingest.runlock import RunLock
+    from citewise.api.composition import build_stores, run_lock_of
 
     settings = obj.local_data()
     try:
@@ -74,7 +73,9 @@ def migrate_catalog(obj: Context, to: str, force: bool, as_json: bool) -> None:
     # Where this state comes from, as a rerun recognises it.
     origin = f"{socket.gethostname()}:{settings.data.catalog_path.resolve()}"
     keep_generations = _on_a_qdrant_server(settings)
-    with skip_if_locked(), RunLock(settings.data.run_lock_path).held(
+    # The source data folder's lock (``here`` names no database): no ingest changes it
+    # while it is copied.
+    with skip_if_locked(), run_lock_of(here) as lock, lock.held(
             f"citewise migrate-catalog --to {target_name}"):
         try:
             source = build_stores(here)

@@ -50,9 +50,8 @@ from citewise.errors import CitewiseError
 @click.pass_obj
 def reindex(obj: Context, status: bool, force: bool, as_json: bool) -> None:
     """Rebuild the index beside the live one with these settings, then switch to it."""
-    from citewise.api.composition import build_reindexer
+    from citewise.api.composition import build_reindexer, run_lock_of
     from citewise.ingest.progress import TerminalProgress
-    from citewise.ingest.runlock import RunLock
 
     try:
         reindexer = build_reindexer(obj.local_data())
@@ -64,7 +63,8 @@ def reindex(obj: Context, status: bool, force: bool, as_json: bool) -> None:
             click.echo(json.dumps(result, indent=2) if as_json else _status_text(result))
             return
         model_before = reindexer.catalog.meta("embedding_model")
-        with skip_if_locked(), RunLock(obj.settings.data.run_lock_path).held("citewise reindex"):
+        with skip_if_locked(), run_lock_of(obj.settings) as lock, \
+                lock.held("citewise reindex"):
             report = reindexer.run(
                 force=force,
                 progress=lambda source: TerminalProgress(source, verb="reindex"))

@@ -18,7 +18,7 @@ from citewise.api.cli.base import (
     fail,
 )
 from citewise.api.settings import Settings
-from citewise.errors import CitewiseError
+from citewise.errors import CitewiseError, ConfigError, RunLockedError
 
 
 @cli.command(
@@ -33,7 +33,11 @@ from citewise.errors import CitewiseError
         `citewise ingest` and the nightly cron hand their runs to it (the embedded index admits
         one process). With a [schedule] in the config (ingest = "30 2 * * *"), the server
         runs the ingests itself; an external cron and the schedule never overlap (one run
-        lock per data folder).
+        lock per data folder, or per database with CITEWISE_DATABASE_URL).
+
+        With CITEWISE_DATABASE_URL, any number of replicas serve one installation: each
+        accepts ingest jobs, and one process runs each (a server, or `citewise worker`; set
+        CITEWISE_SERVE_RUNS_INGEST=false on replicas that should only serve).
 
         The config file is read at start. After editing its [[sources]], [schedule] or
         [[guardrails]], reload it without a restart: kill -HUP <pid> (the pid is in
@@ -73,12 +77,18 @@ def serve(obj: Context, host: str | None, port: int | None,
     log = logging.getLogger("citewise")
     if insecure_trust_identity_headers:
         settings.identity.insecure_trust_identity_headers = True
+    runs_ingest = settings.ingest.serve_runs_ingest
+    if not runs_ingest and not settings.database_url:
+        fail(ConfigError("CITEWISE_SERVE_RUNS_INGEST=false, but without CITEWISE_DATABASE_URL "
+                         "no other process can run the jobs this server accepts",
+                         hint="set CITEWISE_DATABASE_URL and run `citewise worker` beside the "
+                              "servers, or leave CITEWISE_SERVE_RUNS_INGEST unset"))
     try:
         services = build_services(settings)
     except CitewiseError as e:
         fail(e)
     try:
-        _start_checks(services, log)
+        start_checks(services, log)
     except CitewiseError as e:  # a catalog damaged past its first page, say
         services.close()
         fail(e)
@@ -93,9 +103,9 @@ def serve(obj: Context, host: str | None, port: int | None,
     try:
         app = create_app(settings, services, operator_token=operator_token, bind_host=host)
         # The config's sources, [schedule] and [[guardrails]], reloaded on SIGHUP and
-        # POST /v1/admin/reload; it runs the schedule.
+        # POST /v1/admin/reload; it runs the schedule where this server runs ingests.
         reloader = ConfigReloader(services, load=reread, audit=app.state.door.audit,
-                                  schedule=True)
+                                  schedule=runs_ingest)
         app.state.reloader = reloader
     except CitewiseError as e:
         services.close()
@@ -111,8 +121,13 @@ def serve(obj: Context, host: str | None, port: int | None,
     # the signal; with this handler the re-sent signal exits through `finally` below, so
     # server.json is removed and the index is flushed under systemd, docker and Kubernetes too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    signal.signal(signal.SIGHUP, lambda *_: _reload_on_signal(reloader, log))
+    signal.signal(signal.SIGHUP, lambda *_: reload_on_signal(reloader, log))
     reloader.start()
+    if runs_ingest:
+        services.jobs.start()  # a shared queue's worker; nothing for this process's own
+    else:
+        log.info("ingest jobs and the schedule: left to `citewise worker` "
+                 "(CITEWISE_SERVE_RUNS_INGEST=false); this server accepts jobs")
     # An idle server moves to a new index generation within seconds of `citewise reindex`
     # switching, rather than at its next request: until then any other process could open
     # (and, on the embedded engine, lock) the new generation's folder.
@@ -124,12 +139,13 @@ def serve(obj: Context, host: str | None, port: int | None,
                     log_config=None, **uvicorn_options(settings.server))
     finally:
         stop_following.set()
+        services.jobs.stop()
         reloader.stop()
         remove_server_file(settings)
         services.close()
 
 
-def _start_checks(services, log) -> None:
+def start_checks(services, log) -> None:
     services.dense.warm_up()
     from citewise.ingest.parse import warm_up as warm_parser
 
@@ -138,7 +154,14 @@ def _start_checks(services, log) -> None:
     # disagree (a deleted or restored index folder): search would quietly miss documents.
     from citewise.ingest.consistency import check
 
-    recovered = services.pipeline.swap.recover()
+    try:
+        # Under the run lock: beside other replicas, an open swap may be a running ingest's
+        # own (a worker's, a cron's), not a crash's, and is left to it.
+        with services.run_lock.held("finishing the swaps a crash left open (start-up)"):
+            recovered = services.pipeline.swap.recover()
+    except RunLockedError as e:
+        recovered = 0
+        log.info("open document swaps left to the ingest run under way: %s", e.message)
     if recovered:
         log.warning("finished %d document swaps an earlier crash left open", recovered)
     problem = check(services.catalog, services.index).problem()
@@ -159,7 +182,7 @@ def _start_checks(services, log) -> None:
 FOLLOW_SECONDS = 2.0
 
 
-def _reload_on_signal(reloader, log) -> None:
+def reload_on_signal(reloader, log) -> None:
     """SIGHUP: reload the config on a thread of its own, since the handler runs on the event
     loop's thread and a reload may wait for the scheduler to stop. An invalid file is logged
     (and audited) by the reload, and the server keeps its config."""

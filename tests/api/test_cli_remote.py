@@ -25,7 +25,7 @@ from citewise.api.app import create_app
 from citewise.api.cli import cli
 from citewise.api.composition import Services, build_services
 from citewise.api.settings import Settings
-from citewise.ingest.runlock import RunLock
+from citewise.ingest.runlock import FileRunLock
 from tests.kb import ALL_PATHS, SECRET, clean_env, folder_source, make_key, write, write_kb
 from tests.live import LiveServer
 
@@ -137,7 +137,7 @@ def test_a_folder_of_this_machine_is_refused(remote, elsewhere):
 
 def test_a_run_already_going_is_skipped_with_exit_4(remote, elsewhere):
     # Another process holds the server's run lock (a cron on the server's machine, a backup).
-    with RunLock(remote.services.settings.data.run_lock_path).held("citewise backup (test)"):
+    with FileRunLock(remote.services.settings.data.run_lock_path).held("citewise backup (test)"):
         result = invoke(remote, "cron", "ingest", "--source", "kb")
     assert result.exit_code == 4, show(result)
     assert "\nskipped: another run holds the ingest lock" in result.stderr, show(result)

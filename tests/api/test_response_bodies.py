@@ -73,7 +73,7 @@ def test_verify_and_repair(served):
     client, services, _, _ = served
     for body in ({}, {"repair": True}):
         got = client.post("/v1/ingest/verify", json=body)
-        with services.jobs.run_lock.held("test"):
+        with services.run_lock.held("test"):
             expected = verify_index(services.pipeline, fix=bool(body), force=False)
         assert got.content == rendered(expected), body
 

@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from citewise.ingest.runlock import RunLock
+from citewise.ingest.runlock import FileRunLock
 from citewise_client import (
     ActingFor,
     CitewiseClient,
@@ -171,7 +171,7 @@ def test_an_invalid_request_names_the_field(server):
 
 
 def test_a_held_run_lock_is_run_locked(server):
-    with RunLock(server.services.settings.data.run_lock_path).held("citewise backup (test)"):
+    with FileRunLock(server.services.settings.data.run_lock_path).held("citewise backup (test)"):
         with pytest.raises(RunLocked) as caught:
             client(server, "cron").start_ingest(IngestRequest(source="kb"))
     assert caught.value.status == 409 and "citewise backup (test)" in caught.value.detail

@@ -37,6 +37,7 @@ SURFACE: list[tuple[str, Any, Any, Any, str, Any]] = [
     ("schedule_timezone", "UTC", "Europe/Paris", "Europe/Paris", "America/New_York",
      "America/New_York"),
     ("schedule_catch_up", True, False, False, "true", True),
+    ("serve_runs_ingest", True, False, False, "true", True),
     ("qdrant_url", None, "http://toml-qdrant:6333", "http://toml-qdrant:6333",
      "http://env-qdrant:6333", "http://env-qdrant:6333"),
     ("qdrant_api_key", None, "toml-qdrant_api_key", "toml-qdrant_api_key",
@@ -230,7 +231,7 @@ def test_every_setting_is_a_variable_and_a_key_and_nothing_else(no_settings):
     removed = {"api_keys"}
     assert sorted(n for n in values if n not in tables | removed | {"config_file"}) == \
         sorted(NAMES)
-    assert len(NAMES) == len(set(NAMES)) == 99
+    assert len(NAMES) == len(set(NAMES)) == 100
 
 
 def test_defaults(no_settings):

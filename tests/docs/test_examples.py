@@ -45,6 +45,8 @@ SKIPPED = {
     "citewise serve": "starts a server that runs until stopped (tests/api/test_cli.py runs it)",
     "citewise mcp": "serves MCP over stdio until the agent closes it (tests/api/test_mcp.py "
                     "runs it)",
+    "citewise worker": "runs jobs from a PostgreSQL database until stopped "
+                       "(tests/api/test_cli_worker.py runs it)",
     "citewise slack": "runs the Slack bot until stopped, against Slack (tests/slack/ runs it "
                       "against a Slack Web API fake)",
     "citewise eval ../shared": "a benchmark of several minutes (make eval runs it)",

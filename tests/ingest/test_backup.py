@@ -16,7 +16,7 @@ from citewise.api.composition import build_services
 from citewise.api.settings import Settings
 from citewise.ingest.consistency import inspect
 from citewise.ingest.jobs import run_source
-from citewise.ingest.runlock import RunLock
+from citewise.ingest.runlock import FileRunLock
 from citewise.types import Identity
 from tests.kb import SECRET_TITLE, clean_env, ingest_site, write_site
 from tests.live import LiveServer
@@ -46,7 +46,7 @@ def test_backup_while_serving_then_restore_into_a_fresh_folder(tmp_path, dense):
             # The server kept serving.
             assert httpx.get(f"{url}/v1/search", params={"q": "redis"}).status_code == 200
             # While a run holds the lock, a backup waits for nothing: it says so and exits 4.
-            with RunLock(settings.data.run_lock_path).held("a long ingest"):
+            with FileRunLock(settings.data.run_lock_path).held("a long ingest"):
                 busy = _cli(tmp_path, "backup", "backups/second", **config)
             assert busy.returncode == 4 and "a long ingest" in busy.stderr
             assert not (tmp_path / "backups" / "second").exists()

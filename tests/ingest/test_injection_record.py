@@ -9,7 +9,7 @@ from citewise.api.composition import build_stores
 from citewise.api.settings import Settings
 from citewise.ingest.jobs import run_source
 from citewise.ingest.rebuild_catalog import rebuild_catalog
-from citewise.ingest.runlock import RunLock
+from citewise.ingest.runlock import FileRunLock
 from citewise.types import Identity
 from tests.kb import folder_source, stored_rows, write
 from tests.stores.legacy import write_v11
@@ -77,7 +77,7 @@ def test_a_reindex_finds_them_again_among_the_new_chunks(tmp_path, make_services
     reindexer = build_reindexer(Settings(data_dir=tmp_path / "data", chunk_max_tokens=30),
                                 services)
     reindexer.drop_delay = 0
-    with RunLock(tmp_path / "data" / "ingest.lock").held("test reindex"):
+    with FileRunLock(tmp_path / "data" / "ingest.lock").held("test reindex"):
         done = reindexer.run()
     assert done.status == "switched", done
     after = _records(services)["cache-warmup.md"]

@@ -34,7 +34,7 @@ from citewise.api.composition import build_stores
 from citewise.api.settings import Settings
 from citewise.index.generations import BUILDING, LIVE, building_generation
 from citewise.ingest.jobs import run_source
-from citewise.ingest.runlock import RunLock
+from citewise.ingest.runlock import FileRunLock
 from citewise.ingest.swap import CRASH_ENV
 from citewise.types import Identity
 from tests.kb import clean_env, folder_source, ingest_site, write_kb
@@ -315,7 +315,7 @@ def test_reindex_on_the_server_backend(tmp_path, make_services):
     loops = [SearchLoop(search), SearchLoop(search)]
     with loops[0], loops[1]:
         loops[0].wait_for(5)
-        with RunLock(data / "ingest.lock").held("test reindex"):
+        with FileRunLock(data / "ingest.lock").held("test reindex"):
             done = reindexer.run()
         settled = len(loops[0].calls)
         loops[0].wait_for(settled + 10)
@@ -384,7 +384,7 @@ def test_a_killed_reindex_leaves_the_old_index_serving_and_the_next_finishes(tmp
 
     reindexer = build_reindexer(settings)
     try:
-        with RunLock(settings.data.run_lock_path).held("test"):
+        with FileRunLock(settings.data.run_lock_path).held("test"):
             done = reindexer.run()
     finally:
         reindexer.close()
@@ -422,7 +422,7 @@ def test_a_document_that_cannot_be_rebuilt_stops_the_switch(tmp_path, make_servi
     blob.unlink()
     reindexer = build_reindexer(Settings(data_dir=data, chunk_max_tokens=int(SMALL)), services)
     reindexer.drop_delay = 0
-    with RunLock(data / "ingest.lock").held("test reindex"):
+    with FileRunLock(data / "ingest.lock").held("test reindex"):
         failed = reindexer.run()
     assert failed.status == "failed" and failed.generation == "" and failed.built == "g2"
     assert any(record.external_id in f and "missing" in f for f in failed.failures), failed
@@ -431,7 +431,7 @@ def test_a_document_that_cannot_be_rebuilt_stops_the_switch(tmp_path, make_servi
     assert hits and {h.chunk_id for h in hits} <= old
 
     blob.write_bytes(content)
-    with RunLock(data / "ingest.lock").held("test reindex"):
+    with FileRunLock(data / "ingest.lock").held("test reindex"):
         done = reindexer.run()
     assert done.status == "switched" and done.resumed and done.generation == "g2", done
     assert failed.documents == done.documents - 1  # the others were written the first time

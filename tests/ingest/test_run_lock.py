@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from citewise.api.app import create_app
 from citewise.api.settings import Settings
 from citewise.errors import RunLockedError
-from citewise.ingest.runlock import RunLock
+from citewise.ingest.runlock import FileRunLock
 from tests.kb import clean_env, make_key, write_site
 
 CITEWISE = Path(sys.executable).with_name("citewise")
@@ -30,7 +30,7 @@ def site(tmp_path) -> Path:
 
 
 def test_a_cron_run_that_finds_the_lock_held_does_nothing_and_exits_4(site):
-    lock = RunLock(Settings.load(site / "citewise.toml").data.run_lock_path)
+    lock = FileRunLock(Settings.load(site / "citewise.toml").data.run_lock_path)
     with lock.held("ingest job (schedule) of kb"):
         out = subprocess.run([str(CITEWISE), "ingest", "--all"], cwd=site, capture_output=True,
                              text=True, timeout=300,
@@ -54,7 +54,7 @@ def test_the_servers_jobs_take_the_same_lock(site, make_services):
     services.settings.sources = settings.sources
     client = TestClient(create_app(services=services),
                         headers=make_key(services, "cron", scopes="ingest"))
-    with RunLock(services.settings.data.run_lock_path).held("citewise ingest (kb)"):
+    with FileRunLock(services.settings.data.run_lock_path).held("citewise ingest (kb)"):
         refused = client.post("/v1/ingest/jobs", json={"all": True})
         assert refused.status_code == 409
         assert refused.json()["type"] == "urn:citewise:error:run_locked"
@@ -67,21 +67,22 @@ def test_the_servers_jobs_take_the_same_lock(site, make_services):
         time.sleep(0.1)
     assert job["status"] == "done", job
     # Released after the job: a cron may take it now.
-    RunLock(services.settings.data.run_lock_path).acquire("cron")
+    FileRunLock(services.settings.data.run_lock_path).acquire("cron")
 
 
 def test_a_holder_killed_with_sigkill_leaves_no_stale_lock(tmp_path):
     path = tmp_path / "ingest.lock"
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from citewise.ingest.runlock import RunLock;"
-        f"RunLock(Path({str(path)!r})).acquire('doomed run'); print('held', flush=True);"
+        "import sys, time; from pathlib import Path;"
+        "from citewise.ingest.runlock import FileRunLock;"
+        f"FileRunLock(Path({str(path)!r})).acquire('doomed run'); print('held', flush=True);"
         "time.sleep(60)")], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
     with pytest.raises(RunLockedError, match="doomed run"):
-        RunLock(path).acquire("second")
+        FileRunLock(path).acquire("second")
     os.kill(holder.pid, signal.SIGKILL)
     holder.wait(timeout=30)
-    lock = RunLock(path)
+    lock = FileRunLock(path)
     lock.acquire("after the crash")
     lock.release()
 
@@ -101,7 +102,7 @@ def test_a_lock_that_cannot_be_opened_says_why_and_jams_nothing(tmp_path, make_s
     from citewise.errors import CitewiseError
 
     (tmp_path / "not-a-folder").write_text("")
-    broken = RunLock(tmp_path / "not-a-folder" / "ingest.lock")
+    broken = FileRunLock(tmp_path / "not-a-folder" / "ingest.lock")
     with pytest.raises(CitewiseError, match="cannot open the ingest run lock"):
         broken.acquire("cron")
     services = make_services(tmp_path / "data")
@@ -109,7 +110,7 @@ def test_a_lock_that_cannot_be_opened_says_why_and_jams_nothing(tmp_path, make_s
     with pytest.raises(CitewiseError, match="cannot open"):
         services.jobs.submit([], trigger="api")
     # The queue is not left "busy": with a usable lock the next job starts.
-    services.jobs.run_lock = RunLock(tmp_path / "data" / "ingest.lock")
+    services.jobs.run_lock = FileRunLock(tmp_path / "data" / "ingest.lock")
     job = services.jobs.submit([], trigger="api")
     for _ in range(200):
         if services.jobs.get(job.id).status in ("done", "failed"):
