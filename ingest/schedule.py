@@ -15,11 +15,19 @@ Expressions are the five fields of cron (minute, hour, day of month, month, day 
 (``@midnight``), ``@weekly``, ``@monthly``; as in cron, when both day fields are restricted a
 day matching either is due. ``schedule = "off"`` leaves a source to manual or external runs.
 
-The scheduler submits due sources to the server's job queue, which takes the data folder's run
-lock: while another run holds it (an external cron, a manual ``citewise ingest``, a backup),
-the scheduled run waits, logged, and is tried again every five minutes. When the server
-starts, a source whose last run is older than its previous due time (the server was down at
-02:30) runs at once.
+The scheduler submits due sources to the job queue, which takes the run lock: while another run
+holds it (an external cron, a manual ``citewise ingest``, a backup, a job), the scheduled run
+waits, logged, and is tried again every five minutes. When the server starts, a source whose
+last run is older than its previous due time (the server was down at 02:30) runs at once.
+
+Each due time is run once, however many schedulers there are: every replica of a deployment on
+PostgreSQL runs one, over the same config. Before submitting a source, a scheduler reads the
+source's last run from the shared runs table (``SourceStore.list_runs``), and a run that
+started at or after the due time (or up to ``SLOT_GRACE`` before it, for clocks that differ a
+little) means the time is served: another replica's job ran it, or a cron did. Two schedulers
+that find a source due at the same moment both submit, and the job queue admits one job at a
+time (a row of the shared database, or the data folder's run lock), so the second is refused,
+tries again five minutes later, and then finds the run.
 """
 
 from __future__ import annotations
@@ -55,6 +63,11 @@ _FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day of month", 1, 31), ("month"
 _ITEM = re.compile(r"^(\*|[a-z0-9]+(?:-[a-z0-9]+)?)(?:/(\d+))?$")
 HORIZON_DAYS = 366 * 5  # "30 2 31 2 *" (February 31st) never comes: say so instead of looping
 RETRY_SECONDS = 300  # a scheduled run that found the run lock held tries again after this
+# A run that started this long before a due time still counts as that time's: the scheduler
+# that submitted it and the worker that recorded its start may read clocks a little apart.
+# Shorter than any cron's period (a minute), so the previous time's run never counts.
+SLOT_GRACE = timedelta(seconds=30)
+LATEST_DUE_STEPS = 100_000  # how far back a catch-up looks for the latest missed due time
 
 
 @dataclass(frozen=True)
@@ -186,6 +199,21 @@ def last_run_started(sources: SourceStore, source: str) -> datetime | None:
     return started if started.tzinfo else started.replace(tzinfo=UTC)
 
 
+def latest_due(cron: Cron, since: datetime, until: datetime, zone: ZoneInfo) -> datetime:
+    """The latest due time after ``since`` and at or before ``until`` (there is one: the
+    caller found the first). A catch-up serves that one: a run started since it (another
+    replica's catch-up) means nothing was missed. A frequent cron over a long downtime stops
+    looking after ``LATEST_DUE_STEPS`` due times, with an earlier one (which counts more runs
+    as serving it, never fewer)."""
+    latest = cron.next_after(since, zone)
+    for _ in range(LATEST_DUE_STEPS):
+        following = cron.next_after(latest, zone)
+        if following > until:
+            break
+        latest = following
+    return latest
+
+
 class Scheduler:
     """Submits due sources to ``submit(names, trigger)`` from a background thread.
 
@@ -202,27 +230,46 @@ class Scheduler:
         self.planned = planned
         self.zone = zone
         self.submit = submit
+        self.last_run = last_run
         self.now = now
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         start = now()
         self.next_due: dict[str, datetime] = {}
+        # The due time each source's next submission serves: a run started since then means
+        # it is served (None: the source never ran, and any run serves it).
+        self.slot: dict[str, datetime | None] = {}
         for p in planned:
             last = last_run(p.source)
             missed = catch_up and (last is None or p.cron.next_after(last, zone) <= start)
-            self.next_due[p.source] = start if missed else p.cron.next_after(start, zone)
+            if missed:
+                self.next_due[p.source] = start
+                self.slot[p.source] = None if last is None else latest_due(p.cron, last, start,
+                                                                          zone)
+            else:
+                self.next_due[p.source] = self.slot[p.source] = p.cron.next_after(start, zone)
 
     def tick(self) -> datetime | None:
         """Submit what is due now (one job); the next due time."""
         now = self.now()
-        due = [p for p in self.planned if self.next_due[p.source] <= now]
+        due = []
+        for p in self.planned:
+            if self.next_due[p.source] > now:
+                continue
+            if self._served(p.source):
+                log.info("scheduled ingest of %s: already run for its time %s (by another "
+                         "replica's schedule, or a cron)", p.source, self._slot_text(p.source))
+                self.next_due[p.source] = self.slot[p.source] = p.cron.next_after(now, self.zone)
+            else:
+                due.append(p)
         if due:
             names = [p.source for p in due]
             try:
                 self.submit(names, "schedule")
                 log.info("scheduled ingest of %s started", ", ".join(names))
                 for p in due:
-                    self.next_due[p.source] = p.cron.next_after(now, self.zone)
+                    self.next_due[p.source] = self.slot[p.source] = p.cron.next_after(
+                        now, self.zone)
             except CitewiseError as e:
                 # Another run (a cron, a job) holds the lock: try again shortly rather than
                 # at the next due time, which for a nightly schedule is a day away.
@@ -231,6 +278,17 @@ class Scheduler:
                 for p in due:
                     self.next_due[p.source] = now + timedelta(seconds=RETRY_SECONDS)
         return min(self.next_due.values()) if self.next_due else None
+
+    def _served(self, source: str) -> bool:
+        """Whether a run of ``source`` started since the time its next submission serves."""
+        last = self.last_run(source)
+        slot = self.slot[source]
+        return last is not None and (slot is None or last >= slot - SLOT_GRACE)
+
+    def _slot_text(self, source: str) -> str:
+        slot = self.slot[source]
+        return "first run" if slot is None else \
+            slot.astimezone(self.zone).isoformat(timespec="minutes")
 
     def start(self) -> None:
         if not self.planned:
@@ -247,6 +305,10 @@ class Scheduler:
         while not self._stop.is_set():
             try:
                 upcoming = self.tick()
+            except CitewiseError as e:  # the database is away, say: one line, not a trace
+                log.warning("the ingest schedule could not run a round: %s; retrying in a "
+                            "minute", e.message)
+                upcoming = None
             except Exception:  # the schedule must outlive one bad round
                 log.exception("the ingest schedule failed a round; retrying in a minute")
                 upcoming = None

@@ -6,13 +6,13 @@ doubled) while another process holds the run lock."""
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from citewise.api.settings import Settings
 from citewise.errors import ConfigError
-from citewise.ingest.runlock import RunLock
+from citewise.ingest.runlock import FileRunLock
 from citewise.ingest.schedule import Cron, Scheduler, last_run_started, plan, zone_of
 from citewise.settings import SourceConfig
 from tests.kb import write_kb
@@ -100,8 +100,8 @@ def test_the_config_file_schedule_reaches_the_settings(tmp_path):
 
 
 class Clock:
-    def __init__(self, start: str) -> None:
-        self.now = at(start)
+    def __init__(self, start: str | datetime) -> None:
+        self.now = at(start) if isinstance(start, str) else start
 
     def __call__(self) -> datetime:
         return self.now
@@ -121,31 +121,35 @@ def test_the_scheduler_runs_due_sources_through_the_job_queue(tmp_path, make_ser
     services = make_services(tmp_path / "data")
     source = SourceConfig(name="kb", type="folder", path=str(tmp_path / "kb"),
                           readers=["public"])
-    clock = Clock("2026-12-03T01:00")
+    # Due daily at the minute just begun: the runs this test starts, now, start after it (a
+    # run that started since a due time serves it, and runs record the wall clock).
+    first = datetime.now(UTC).replace(second=0, microsecond=0)
+    cron = f"{first.minute} {first.hour} * * *"
+    clock = Clock(first - timedelta(hours=1))
     jobs = []
 
     def submit(names, trigger):
         jobs.append(services.jobs.submit([source], trigger=trigger))
 
-    scheduler = Scheduler(plan("30 2 * * *", [source]), UTC_ZONE, submit,
+    scheduler = Scheduler(plan(cron, [source]), UTC_ZONE, submit,
                           lambda name: last_run_started(services.sources, name), now=clock,
                           catch_up=False)
-    assert scheduler.tick() == at("2026-12-03T02:30") and jobs == []
-    clock.now = at("2026-12-03T02:30")
-    assert scheduler.tick() == at("2026-12-04T02:30")
+    assert scheduler.tick() == first and jobs == []
+    clock.now = first
+    assert scheduler.tick() == first + timedelta(days=1)
     assert _wait(services.jobs, jobs[0].id).status == "done"
     run = services.sources.list_runs("kb", limit=1)[0]
     assert run["trigger"] == "schedule" and run["status"] == "succeeded"
 
-    # The next night another process (an external cron) holds the lock: not doubled; tried
-    # again five minutes later, and then it runs.
-    clock.now = at("2026-12-04T02:30")
-    with RunLock(services.settings.data.run_lock_path).held("citewise ingest --all (cron)"):
-        assert scheduler.tick() == at("2026-12-04T02:35")
+    # The next night another process (a backup) holds the lock: not doubled; tried again
+    # five minutes later, and then it runs.
+    clock.now = first + timedelta(days=1)
+    with FileRunLock(services.settings.data.run_lock_path).held("citewise backup (cron)"):
+        assert scheduler.tick() == first + timedelta(days=1, minutes=5)
     assert len(jobs) == 1
     assert len(services.sources.list_runs("kb")) == 1
-    clock.now = at("2026-12-04T02:35")
-    assert scheduler.tick() == at("2026-12-05T02:30")
+    clock.now = first + timedelta(days=1, minutes=5)
+    assert scheduler.tick() == first + timedelta(days=2)
     assert _wait(services.jobs, jobs[1].id).status == "done"
     assert len(services.sources.list_runs("kb")) == 2
 
