@@ -7,13 +7,11 @@ import secrets
 import threading
 import time
 from contextlib import asynccontextmanager
-from typing import Literal
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import Field
 
 from citewise import __version__, metrics
 from citewise.api import (
@@ -38,16 +36,15 @@ from citewise.api.composition import (
 )
 from citewise.api.forwarded import ForwardedFor, TrustedProxies
 from citewise.api.frontdoor import FrontDoor, rule_for
+from citewise.api.health import Health, admin_health
 from citewise.api.http_protocol import with_header_timeout
 from citewise.api.ingest_metrics import catalog_metrics
 from citewise.api.mcp import http_server
 from citewise.api.middleware import BodyLimit, send_problem
 from citewise.api.openapi import EVERY, describe_refusals, describe_security
 from citewise.api.reload import ConfigReloader
-from citewise.api.schemas import ResponseBody
 from citewise.api.settings import ServerSettings, Settings
 from citewise.errors import CitewiseError, ConfigError
-from citewise.ingest.consistency import check
 from citewise.settings import comma_separated
 
 log = logging.getLogger("citewise.api")
@@ -213,29 +210,17 @@ def create_app(
     app.state.mcp_app = None
     app.mount("/mcp", _McpMount(app), name="mcp")
 
-    @app.get("/healthz", tags=["ops"], summary="Liveness, and for admins the index's state",
+    @app.get("/healthz", tags=["ops"],
+             summary="Liveness, and for admins the state of the database and the index",
              response_model=Health, response_model_exclude_unset=True)
     def healthz(request: Request) -> dict:
-        """Anyone gets ``status``; admins (an admin key or group, or this machine in local
-        mode) also get the counts, which say how much restricted content exists."""
-        s: Services = request.app.state.services
+        """Anyone gets ``status`` (the process serves; nothing else is touched, so a probe
+        never fails for an outage of the database, which requests meanwhile answer with 503);
+        admins (an admin key or group, or this machine in local mode) also get the database,
+        the vector store and the counts, which say how much restricted content exists."""
         if not is_admin(request):
             return {"status": "ok"}
-        health = check(s.catalog, s.index)
-        return {
-            "status": "ok" if health.ok else "degraded",
-            "problem": health.problem(),
-            "version": __version__,
-            "index": s.index_kind,
-            "blob_store": s.settings.index.blob_store,
-            "answers": "llm" if s.gateway is not None else "extractive",
-            "llm": {"providers": s.gateway.health()} if s.gateway is not None else None,
-            "identity": request.app.state.door.authenticator.methods or ["local"],
-            "documents": s.catalog.count_documents(),
-            "chunks": health.catalog_chunks,
-            "points": health.points,
-            "open_swaps": health.open_swaps,
-        }
+        return admin_health(request.app.state.services, request.app.state.door)
 
     @app.get("/metrics", tags=["ops"], summary="Prometheus metrics (admin scope)",
              response_class=Response,
@@ -248,39 +233,6 @@ def create_app(
         return Response(generate_latest() + ingest, media_type=CONTENT_TYPE_LATEST)
 
     return app
-
-
-class ProviderHealth(ResponseBody):
-    """A model provider of the gateway, and its circuit breaker."""
-
-    name: str
-    model: str
-    state: str = Field(description="The breaker: closed (calls go through), open (skipped "
-                       "until retry_in_s) or half_open (one trial call).")
-    consecutive_failures: int
-    retry_in_s: float
-
-
-class LlmHealth(ResponseBody):
-    providers: list[ProviderHealth] = Field(description="In the order they are tried.")
-
-
-class Health(ResponseBody):
-    """Liveness for anyone (only ``status``); the rest for admins (counts say how much
-    restricted content exists)."""
-
-    status: Literal["ok", "degraded"]
-    problem: str | None = Field(default=None, description="What is wrong, when degraded.")
-    version: str | None = None
-    index: str | None = Field(default=None, description="embedded or server.")
-    blob_store: str | None = Field(default=None, description="local or s3.")
-    answers: Literal["llm", "extractive"] | None = None
-    llm: LlmHealth | None = Field(default=None, description="With model providers.")
-    identity: list[str] | None = Field(default=None, description="How callers may sign in.")
-    documents: int | None = None
-    chunks: int | None = None
-    points: int | None = None
-    open_swaps: int | None = None
 
 
 class _McpMount:
@@ -313,6 +265,7 @@ class _Flusher:
         self.door = door
         self.services = services
         self._stop = threading.Event()
+        self._failing = False
         self._thread = threading.Thread(target=self._run, name="citewise-flush", daemon=True)
 
     def start(self) -> None:
@@ -339,5 +292,17 @@ class _Flusher:
     def _flush(self) -> None:
         try:
             self.door.flush()
+        except CitewiseError as e:
+            # The database is away: said once, not every second; what was not written is
+            # kept and written by the flush after it answers again.
+            if not self._failing:
+                log.warning("writing usage and rate limits failed: %s; keeping them and "
+                            "retrying every %.0f s", e.message, FLUSH_INTERVAL)
+            self._failing = True
+            return
         except Exception:
             log.exception("writing usage and rate limits failed (will retry)")
+            return
+        if self._failing:
+            log.info("usage and rate limits are written again")
+            self._failing = False

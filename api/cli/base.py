@@ -18,7 +18,6 @@ from typing import NoReturn
 
 import click
 
-from citewise import __version__
 from citewise.api.settings import Settings
 from citewise.errors import CitewiseError, ConfigError, IndexLockedError, RunLockedError
 from citewise.logs import configure_logging
@@ -110,6 +109,16 @@ def fail(e: CitewiseError) -> NoReturn:
     sys.exit(EXIT_FAILED)
 
 
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from citewise.api.cli.version import version_text
+
+    # --config and --data-dir are eager too: given before --version, they are read here.
+    click.echo(version_text(ctx.params.get("config"), ctx.params.get("data_dir")))
+    ctx.exit()
+
+
 @click.group(
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=textwrap.dedent(
@@ -130,15 +139,19 @@ def fail(e: CitewiseError) -> NoReturn:
     ),
 )
 @click.option("--config", "config", type=click.Path(dir_okay=False), envvar="CITEWISE_CONFIG_FILE",
+              is_eager=True,  # before --version, which reads the settings
               help="TOML config file (default: ./citewise.toml if present).")
-@click.option("--data-dir", type=click.Path(file_okay=False),
+@click.option("--data-dir", type=click.Path(file_okay=False), is_eager=True,
               help="Folder for all state [env CITEWISE_DATA_DIR, default ./data].")
 @click.option("--url", envvar="CITEWISE_URL", metavar="URL",
               help="Run ingest, search, ask, sources, verify and usage on the citewise server at "
                    "URL, with the API key in CITEWISE_API_KEY; other commands then refuse to "
                    "create a data folder here [env CITEWISE_URL].")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
-@click.version_option(__version__, prog_name="citewise")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_show_version,
+              help="Show the version, and the schema version of each store live in the "
+                   "database the settings name (read only), and exit.")
 @click.pass_context
 def cli(ctx: click.Context, config: str | None, data_dir: str | None, url: str | None,
         verbose: bool) -> None:

@@ -118,7 +118,12 @@ class LocalLevels:
             dirty = {b: self._levels[b] for b in self._dirty if b in self._levels}
             self._dirty.clear()
         if dirty:
-            self.store.save_buckets(dirty, forget_before=time.time() - IDLE_SECONDS)
+            try:
+                self.store.save_buckets(dirty, forget_before=time.time() - IDLE_SECONDS)
+            except Exception:
+                with self._lock:  # written by a later flush, when the database answers
+                    self._dirty.update(dirty)
+                raise
         return len(dirty)
 
 

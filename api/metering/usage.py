@@ -16,6 +16,8 @@ from citewise.api.identity.key_store import KeyStore
 from citewise.api.metering.store import GROUPINGS, MeteringStore, Usage
 from citewise.errors import InvalidRequestError
 
+MAX_PENDING = 50_000  # requests' usage kept in memory while it cannot be written
+
 
 class UsageLog:
     def __init__(self, store: MeteringStore, keys: KeyStore | None = None, *,
@@ -35,7 +37,14 @@ class UsageLog:
         with self._lock:
             rows, self._pending = self._pending, []
         if rows:
-            self.store.add_usage(rows)
+            try:
+                self.store.add_usage(rows)
+            except Exception:
+                # Usage is the record: kept for the next flush while the database is away,
+                # up to MAX_PENDING rows (an outage of hours drops the oldest, not memory).
+                with self._lock:
+                    self._pending = (rows + self._pending)[-MAX_PENDING:]
+                raise
             # Two stores, two writes (not one transaction): the usage rows are the record and
             # are written first; a key's last-used stamp is a hint for `citewise keys list`,
             # so a crash between the two loses at most one flush's stamps, never usage.

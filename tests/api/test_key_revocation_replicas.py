@@ -1,0 +1,86 @@
+"""A key revoked through the CLI is refused by every process that checks keys, within a second
+or two: keys are read from the store on every request, never cached in a process.
+
+Three processes share one catalog here: a ``citewise serve``, the ``citewise keys`` commands,
+and this test's own front door (``build_door`` over the same file, as a second replica would
+build it). On a deployment on PostgreSQL the replicas share the database the same way, and the
+same rule (no cache) makes a revocation reach all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from starlette.datastructures import Headers
+
+from citewise.api.composition import build_door, build_stores
+from citewise.api.settings import Settings
+from citewise.errors import AuthError
+from tests.kb import clean_env, write_site
+from tests.live import free_port, wait_healthy
+
+CITEWISE = Path(sys.executable).with_name("citewise")
+REVOKED_WITHIN = 2.0  # seconds
+
+
+def _citewise(site: Path, *args: str) -> str:
+    done = subprocess.run([str(CITEWISE), *args], cwd=site, capture_output=True, text=True,
+                          timeout=300, env=clean_env(CITEWISE_CONFIG_FILE=str(
+                              site / "citewise.toml")))
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_key_revoked_through_the_cli_is_refused_by_every_process(tmp_path):
+    config = write_site(tmp_path)
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with log.open("w") as out:
+        server = subprocess.Popen([str(CITEWISE), "serve", "--port", str(port)], cwd=tmp_path,
+                                  stdout=out, stderr=out,
+                                  env=clean_env(CITEWISE_CONFIG_FILE=str(config)))
+    stores = None
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url, server, log)
+        secret = json.loads(_citewise(tmp_path, "keys", "create", "ci", "--scopes", "search",
+                                      "--json"))["secret"]
+        headers = {"Authorization": f"Bearer {secret}"}
+        stores = build_stores(Settings.load(config))
+        door = build_door(Settings.load(config), stores, bind_host="0.0.0.0")
+
+        def served() -> int:
+            return httpx.get(f"{url}/v1/search", params={"q": "redis"}, headers=headers,
+                             timeout=30).status_code
+
+        def admitted_here() -> bool:
+            try:
+                door.authenticator.authenticate(Headers(headers), "10.0.0.5")
+                return True
+            except AuthError:
+                return False
+
+        assert served() == 200 and admitted_here()
+        _citewise(tmp_path, "keys", "revoke", "ci")
+        revoked = time.monotonic()
+        while served() != 401 or admitted_here():
+            assert time.monotonic() - revoked < REVOKED_WITHIN, "a revoked key still admitted"
+            time.sleep(0.05)
+        refused = httpx.get(f"{url}/v1/search", params={"q": "redis"}, headers=headers)
+        assert refused.json()["type"] == "urn:citewise:error:unauthorized"
+        assert "revoked" in refused.json()["detail"]
+    finally:
+        if stores is not None:
+            stores.close()
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            pytest.fail(f"the server did not stop:\n{log.read_text()}")
