@@ -223,9 +223,13 @@ def backup(obj: Context, dest: Path) -> None:
     """Copy the catalog, blobs, embedding cache and config to DEST."""
     from citewise.api.composition import build_blobs, run_lock_of
     from citewise.ingest.backup import backup as run_backup
+    from citewise.ingest.backup import refuse_shared_database
 
     try:
         settings = obj.local_data()
+        # Before the run lock, which with a database is taken in it: said even while the
+        # database cannot be reached.
+        refuse_shared_database(settings.database_url, "backup")
         with skip_if_locked(), run_lock_of(settings) as lock, lock.held(
                 f"citewise backup {dest}"):
             manifest = run_backup(settings.data, build_blobs(settings), dest,

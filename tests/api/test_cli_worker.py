@@ -77,6 +77,9 @@ def test_the_worker_runs_a_job_another_replica_accepted(tmp_path, postgres_url,
         done = replica.jobs.get(job.id)
         assert done.status == "done", (done, log.read_text())
         assert done.reports[0]["added"] == len(ALL_PATHS)
+        # Its run is in the shared runs table, which the replica reads.
+        [run] = replica.sources.list_runs("kb")
+        assert run["id"] == done.reports[0]["run_id"] and run["pid"] == worker.pid
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=60) == 0, log.read_text()
     finally:

@@ -4,9 +4,9 @@ at a time across replicas; two workers never take one job; a job whose worker is
 is failed, not "running" forever, and the next run converges.
 
 A "replica" here is a ``PostgresJobQueue`` of its own (its own pool, its own run lock): it
-shares nothing with the others but the database. The catalog and the index are still the data
-folder's here (the stores' PostgreSQL implementations are another change), so the replicas of
-one test share one pipeline, as replicas share one catalog and index in production.
+shares nothing with the others but the database, which also holds the catalog and the runs.
+The index is embedded (one process per data folder), so the replicas of one process share its
+pipeline; the killed worker is a process of its own, on a data folder of its own.
 """
 
 from __future__ import annotations

@@ -9,12 +9,14 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from citewise.api.composition import build_stores
+from citewise.api.settings import Settings
+from citewise.index.source_store import SourceStore
 from citewise.ingest.jobs import InProcessJobQueue, Job
 from citewise.ingest.pg_jobs import PostgresJobQueue
 from citewise.ingest.pg_runlock import PostgresRunLock
 from citewise.ingest.runlock import FileRunLock
 from citewise.ingest.schedule import SLOT_GRACE, Scheduler, last_run_started, plan, zone_of
-from citewise.postgres import PostgresDatabase
 from tests.kb import folder_source, write_kb
 
 UTC_ZONE = zone_of("UTC")
@@ -48,7 +50,10 @@ def test_two_schedulers_on_one_database_run_each_due_time_once(tmp_path, postgre
                                                                make_services):
     services = make_services(tmp_path / "data", database_url=postgres_url)
     source = folder_source(write_kb(tmp_path / "kb"))
-    other_pool = PostgresDatabase(postgres_url, pool_size=2)
+    # Replica B: stores of its own on the same database (the runs it reads are A's too).
+    other = build_stores(Settings(data_dir=tmp_path / "data-b", database_url=postgres_url))
+    other_pool = other.postgres
+    assert other_pool is not None
     try:
         replica_a = services.jobs
         replica_b = PostgresJobQueue(other_pool, services.pipeline, PostgresRunLock(other_pool))
@@ -56,14 +61,14 @@ def test_two_schedulers_on_one_database_run_each_due_time_once(tmp_path, postgre
         clock = Clock(slot - timedelta(hours=1))
         submitted: dict[str, list[Job]] = {"a": [], "b": []}
 
-        def scheduler(name: str, queue) -> Scheduler:
+        def scheduler(name: str, queue, runs: SourceStore) -> Scheduler:
             def submit(names: list[str], trigger: str) -> None:
                 submitted[name].append(queue.submit([source], trigger=trigger))
             return Scheduler(plan(cron, [source]), UTC_ZONE, submit,
-                             lambda n: last_run_started(services.sources, n), now=clock,
-                             catch_up=False)
+                             lambda n: last_run_started(runs, n), now=clock, catch_up=False)
 
-        a, b = scheduler("a", replica_a), scheduler("b", replica_b)
+        a = scheduler("a", replica_a, services.sources)
+        b = scheduler("b", replica_b, other.sources)
         assert a.tick() == slot and b.tick() == slot
         clock.now = slot
         assert a.tick() == slot + timedelta(days=1)
@@ -75,10 +80,10 @@ def test_two_schedulers_on_one_database_run_each_due_time_once(tmp_path, postgre
         clock.now = slot + timedelta(minutes=5)
         assert b.tick() == slot + timedelta(days=1)  # served: nothing submitted
         assert submitted["b"] == []
-        runs = services.sources.list_runs("kb")
+        runs = other.sources.list_runs("kb")
         assert len(runs) == 1 and runs[0]["trigger"] == "schedule"
     finally:
-        other_pool.close()
+        other.close()
 
 
 def test_two_schedulers_on_one_data_folder_run_each_due_time_once(tmp_path, make_services):
