@@ -10,12 +10,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-import psycopg
-
 from citewise import __version__
 from citewise.api.settings import Settings
 from citewise.errors import CitewiseError
-from citewise.postgres import display_url
 from citewise.sqlite_schema import file_versions
 
 
@@ -27,6 +24,11 @@ def version_text(config: str | None, data_dir: str | None) -> str:
     except CitewiseError as e:
         return "\n".join([*lines, f"schema: not read ({e.message})"])
     if settings.database_url:
+        # Imported here: an embedded installation never loads the driver.
+        import psycopg
+
+        from citewise.postgres import display_url
+
         where = f"postgresql {display_url(settings.database_url)}"
         try:
             versions = _postgres_versions(settings.database_url, settings.database_timeout)
@@ -57,6 +59,8 @@ def _sqlite_versions(path: Path) -> dict[str, int]:
 
 
 def _postgres_versions(url: str, timeout: float) -> dict[str, int]:
+    import psycopg
+
     with psycopg.connect(url, connect_timeout=max(1, int(timeout)),
                          application_name="citewise --version") as conn:
         exists = conn.execute("SELECT to_regclass('schema_versions') IS NOT NULL").fetchone()
