@@ -58,6 +58,7 @@ from citewise.ingest.pipeline import IngestPipeline
 from citewise.ingest.reindex import Reindexer
 from citewise.ingest.runlock import RunLock
 from citewise.ingest.schedule import Scheduler, last_run_started, plan, zone_of
+from citewise.postgres import PostgresDatabase
 from citewise.private_files import describe, private_folder, too_open
 from citewise.retrieval.answering import AnswerService
 from citewise.retrieval.answering.cache import SemanticCache
@@ -166,7 +167,7 @@ class Services:
 
     @property
     def index_kind(self) -> str:
-        return "server" if self.settings.index.qdrant_url else "embedded"
+        return index_kind(self.settings)
 
     def close(self) -> None:
         if self.gateway is not None:
@@ -268,10 +269,48 @@ def warn_if_open(data_dir: Path) -> None:
                     "it 0700 and its files 0600", data_dir, describe(loose, data_dir))
 
 
+def index_kind(settings: Settings) -> str:
+    """Which vector index the settings choose: ``embedded`` (Qdrant in the data folder),
+    ``server`` (a Qdrant server) or ``pgvector`` (tables in the PostgreSQL database)."""
+    if settings.index.vector_store == "pgvector":
+        return "pgvector"
+    return "server" if settings.index.qdrant_url else "embedded"
+
+
+def check_vector_store(settings: Settings) -> None:
+    """Refuse a vector store the settings cannot build, before anything is opened."""
+    if settings.index.vector_store != "pgvector":
+        return
+    if settings.index.qdrant_url:
+        raise ConfigError("CITEWISE_VECTOR_STORE=pgvector and CITEWISE_QDRANT_URL are both set",
+                          hint="choose one vector index: unset CITEWISE_QDRANT_URL to keep the "
+                               "vectors in PostgreSQL, or set CITEWISE_VECTOR_STORE=qdrant")
+    if not settings.database_url:
+        raise ConfigError("CITEWISE_VECTOR_STORE=pgvector keeps the vectors in PostgreSQL, but "
+                          "CITEWISE_DATABASE_URL is not set",
+                          hint="set CITEWISE_DATABASE_URL=postgresql://user:password@host:5432/db "
+                               "(a database with the pgvector extension), or "
+                               "CITEWISE_VECTOR_STORE=qdrant for the embedded index")
+
+
+def vector_database(settings: Settings) -> PostgresDatabase:
+    """The PostgreSQL database that ``CITEWISE_VECTOR_STORE=pgvector`` keeps the vectors in:
+    ``CITEWISE_DATABASE_URL``'s, with a pool of its own."""
+    check_vector_store(settings)
+    assert settings.database_url is not None  # checked just above
+    return PostgresDatabase(settings.database_url, pool_size=settings.database_pool_size,
+                            connect_timeout=settings.database_timeout)
+
+
 def build_index_store(settings: Settings, dim: int) -> IndexStore:
-    """Where the index generations live: folders beside ``<data dir>/qdrant``, or collections
-    named after ``CITEWISE_QDRANT_COLLECTION`` on a Qdrant server."""
+    """Where the index generations live: folders beside ``<data dir>/qdrant``, collections
+    named after ``CITEWISE_QDRANT_COLLECTION`` on a Qdrant server, or tables in PostgreSQL
+    (``chunk_vectors``, ``chunk_vectors_g2``...)."""
     index = settings.index
+    if index.vector_store == "pgvector":
+        from citewise.index.pgvector_index import PgvectorIndexStore
+
+        return PgvectorIndexStore(vector_database(settings), dim, owns_database=True)
     if index.qdrant_url:
         from citewise.index.qdrant_server_index import ServerIndexStore
 
@@ -311,6 +350,10 @@ def build_reindexer(settings: Settings, services: Services | None = None) -> Rei
 def build_index(settings: Settings, dim: int) -> VectorIndex:
     """The first generation's index where the settings put it (restore checks it is empty)."""
     index = settings.index
+    if index.vector_store == "pgvector":
+        from citewise.index.pgvector_index import PgvectorIndex
+
+        return PgvectorIndex(vector_database(settings), dim, owns_database=True)
     if index.qdrant_url:
         from citewise.index.qdrant_server_index import ServerVectorIndex
 
@@ -412,6 +455,7 @@ def build_gateway(settings: GatewaySettings) -> Gateway | None:
 
 
 def build_services(settings: Settings) -> Services:
+    check_vector_store(settings)
     private_folder(settings.data_dir)
     warn_if_open(settings.data_dir)
     stores = build_stores(settings)

@@ -1,0 +1,420 @@
+"""Exact or HNSW dense search on pgvector at ~113k points: recall and latency through
+``PgvectorIndex`` (``index/pgvector_index.py``), beside the embedded engine's figures of
+``bench/results/ann.md``.
+
+The points are built as ``bench/bench_ann.py`` builds them, so the two results compare: the
+18.8k real chunk vectors of the shared corpora (the embedding cache
+``data/corpora/embeddings.db``, which ``make eval`` writes) and ``--copies - 1`` perturbed
+copies of each (Gaussian noise ``--noise`` per dimension, renormalised), copy 0 readable by
+``public`` and copy k by ``group:team-k``; the queries are ~200 real questions embedded with the
+packaged model. Where the embedding cache is absent, the originals are synthetic instead (unit
+vectors around 2,000 random centres) and so are the queries (perturbed originals): the
+figures then say less about a real corpus, and the results say which data they are from.
+
+PostgreSQL is the bundled server of the tests (pgserver's PostgreSQL 16 with pgvector 0.6.2,
+``tests/postgres_server.py``: run with ``fsync=off``, which only speeds up the writes), or the
+database of ``--database-url``. The points go in through ``PgvectorIndex.upsert`` (batches of
+512, one transaction each, the HNSW index maintained as rows arrive, BM25 postings empty: this
+measures dense search), then ``optimize()`` (VACUUM ANALYZE).
+
+Per query (interleaved, so outside load hits every variant alike), in three filter modes (no
+filter; readers any of ``group:team-1``, 1/6 of the points; readers any of ``public``,
+``group:team-1``, 2/6), at limit 10 and 50 (50 is ``search_prefetch``, what hybrid search asks
+of the dense method):
+
+* exact: ``PgvectorIndex(exact=True)`` (index scans off: a sequential or GIN bitmap scan and a
+  sort by distance). Its results are the ground truth, checked against a numpy brute force;
+* ``hnsw ef=N``: ``hnsw.ef_search`` N whatever the limit (``ef_per_result=0``), so the table
+  shows what the graph alone gives; a query left short still falls back to exact search,
+  which the ``fallbacks`` column counts;
+* ``citewise``: the index as the service builds it (``ef_search`` 200, 4 candidates per
+  result: ef 200 at limit 10 and 50).
+
+Recall@k = share of the k results whose score reaches the k-th exact score (ties count as
+found), as in bench_ann. Latency = wall time of one ``index.search`` call from Python: the
+transaction and its ``SET LOCAL``s, the query, and the payloads of the hits (bench_ann's
+engine calls fetch no payload). The environment line records the load average: compare
+variants within one run.
+
+    .venv/bin/python bench/bench_pgvector.py [--copies 6] [--queries 200] [--efs 40,100,200,400]
+    # -> bench/results/pgvector.{json,md}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_ann import (  # noqa: E402  (the same data as the embedded engine's benchmark)
+    DIM,
+    _cached_vectors,
+    _collection,
+    _nearest_other,
+    _pct,
+    _questions,
+    _readers,
+    _recall,
+)
+
+from citewise.index.payload import ChunkPayload  # noqa: E402
+from citewise.index.pgvector_index import (  # noqa: E402
+    EF_PER_RESULT,
+    EF_SEARCH,
+    HNSW_EF_CONSTRUCTION,
+    HNSW_M,
+    PgvectorIndex,
+)
+from citewise.index.vector_index import ChunkPoint, IndexFilter, SparseVector  # noqa: E402
+from citewise.postgres import PostgresDatabase  # noqa: E402
+
+LIMITS = (10, 50)
+WARMUP = 5
+FILTERS = {
+    "none": None,
+    "team-1 (1/6)": ["group:team-1"],
+    "public+team-1 (2/6)": ["public", "group:team-1"],
+}
+BATCH = 512
+
+
+# -- data ------------------------------------------------------------------------------------
+
+
+def _synthetic_originals(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Unit vectors around 2,000 random centres: clustered, as text embeddings are."""
+    centres = rng.normal(size=(2000, DIM)).astype(np.float32)
+    picks = rng.integers(0, len(centres), n)
+    vectors = centres[picks] + rng.normal(0.0, 0.6, (n, DIM)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def _queries(args: argparse.Namespace, originals: np.ndarray,
+             rng: np.random.Generator) -> tuple[list[list[float]], dict, str]:
+    """The query vectors, how long embedding one took, and what they are."""
+    if args.synthetic:
+        picks = rng.choice(len(originals), args.queries + WARMUP, replace=False)
+        noisy = originals[picks] + rng.normal(0.0, 0.05, (len(picks), DIM)).astype(np.float32)
+        noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
+        return noisy.astype(float).tolist(), {}, "perturbed synthetic originals"
+    from citewise.index.dense import DenseEncoder
+
+    encoder = DenseEncoder()
+    encoder.warm_up()
+    vectors, took = [], []
+    for q in _questions(args.queries + WARMUP):
+        t = time.perf_counter()
+        vectors.append(encoder.embed_query(q))
+        took.append((time.perf_counter() - t) * 1000)
+    return vectors, _pct(took[WARMUP:]), "real questions embedded with the packaged model"
+
+
+def _point(i: int, vector: np.ndarray, copy: int) -> ChunkPoint:
+    return ChunkPoint(
+        id=str(uuid.UUID(int=i + 1)), dense=vector.tolist(), sparse=SparseVector([], []),
+        payload=ChunkPayload(document_id=f"doc-{i // 4}", version="v1", source="bench",
+                             readers=_readers(copy), ordinal=i % 4))
+
+
+# -- database --------------------------------------------------------------------------------
+
+
+def _database(args: argparse.Namespace):
+    """(database URL, the server this started or None), or None with a reason printed."""
+    if args.database_url:
+        return args.database_url, None
+    from tests.postgres_server import start_or_skip_reason
+
+    server = start_or_skip_reason()
+    if isinstance(server, str):
+        print(f"skipping: {server} (or give --database-url)", file=sys.stderr)
+        return None
+    return server.create_database("citewise_bench"), server
+
+
+def _sizes(db: PostgresDatabase) -> dict:
+    rows = db.rows("SELECT c.relname AS name, pg_total_relation_size(c.oid) AS bytes "
+                   "FROM pg_class c WHERE c.relname IN ('chunk_vectors', 'chunk_vectors_dense')")
+    return {r["name"]: round(r["bytes"] / 2**20, 1) for r in rows}
+
+
+# -- measuring -------------------------------------------------------------------------------
+
+
+def _filter(readers: list[str] | None) -> IndexFilter:
+    return IndexFilter() if readers is None else IndexFilter(readers=list(readers))
+
+
+def _search(index: PgvectorIndex, vector: list[float], limit: int, flt: IndexFilter):
+    t = time.perf_counter()
+    hits = index.search(vector, filter=flt, limit=limit)
+    return (time.perf_counter() - t) * 1000, [(h.id, h.score) for h in hits]
+
+
+def _measure(variants: dict[str, PgvectorIndex], queries: list[list[float]]) -> dict:
+    """Every (variant, mode, limit) for every query, interleaved query by query; the exact
+    variant's results are the truth the others are scored against."""
+    lat: dict = {}
+    rec: dict = {}
+    falls: dict = {}
+    truth: dict = {}
+    for qi, vector in enumerate(queries):
+        for mode, readers in FILTERS.items():
+            flt = _filter(readers)
+            for limit in LIMITS:
+                for name, index in variants.items():
+                    before = index.exact_fallbacks
+                    ms, hits = _search(index, vector, limit, flt)
+                    key = (name, mode, limit)
+                    if name == "exact":
+                        truth[(mode, limit, qi)] = hits
+                    lat.setdefault(key, []).append(ms)
+                    rec.setdefault(key, []).append(_recall(hits, truth[(mode, limit, qi)], limit))
+                    falls[key] = falls.get(key, 0) + index.exact_fallbacks - before
+    out: dict = {}
+    for (name, mode, limit), values in lat.items():
+        out.setdefault(name, {}).setdefault(mode, {})[f"limit_{limit}"] = {
+            "latency_ms": _pct(values),
+            f"recall_at_{limit}": round(statistics.fmean(rec[(name, mode, limit)]), 4),
+            f"min_recall_at_{limit}": round(min(rec[(name, mode, limit)]), 3),
+            "exact_fallbacks": falls[(name, mode, limit)],
+        }
+    return {"search": out, "truth": truth}
+
+
+def _numpy_check(truth: dict, qmat: np.ndarray, points: np.ndarray, copy_of: np.ndarray,
+                 copies: int) -> float:
+    """Recall of the database's exact search against a numpy brute force (should be 1)."""
+    scores = qmat @ points.T
+    agree = []
+    for mode, readers in FILTERS.items():
+        allowed = np.ones(len(points), bool) if readers is None else np.isin(
+            copy_of, [i for i in range(copies) if set(_readers(i)) & set(readers)])
+        masked = np.where(allowed[None, :], scores, -np.inf)
+        top = np.argsort(-masked, axis=1)[:, :max(LIMITS)]
+        for limit in LIMITS:
+            for qi in range(len(qmat)):
+                brute = [(str(uuid.UUID(int=int(i) + 1)), float(scores[qi, i]))
+                         for i in top[qi][:limit]]
+                agree.append(_recall(brute, truth[(mode, limit, qi)], limit))
+    return round(statistics.fmean(agree), 4)
+
+
+# -- main ------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--copies", type=int, default=6)
+    parser.add_argument("--noise", type=float, default=0.025)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--efs", default="40,100,200,400")
+    parser.add_argument("--embedding-cache", type=Path,
+                        default=ROOT / "data" / "corpora" / "embeddings.db")
+    parser.add_argument("--database-url", help="an existing database (default: start the "
+                        "tests' bundled PostgreSQL in a temporary folder)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    args = parser.parse_args()
+    args.synthetic = not args.embedding_cache.exists()
+    efs = [int(x) for x in args.efs.split(",")]
+    run_started = time.perf_counter()
+    load_start = os.getloadavg()
+    when = datetime.now(UTC).isoformat(timespec="seconds")
+    rng = np.random.default_rng(11)
+
+    if args.synthetic:
+        print(f"{args.embedding_cache} is absent (`make eval` writes it): synthetic vectors",
+              file=sys.stderr)
+        originals = _synthetic_originals(18_800, rng)
+    else:
+        originals = _cached_vectors(args.embedding_cache)
+    nearest = _nearest_other(originals, 2000, rng)
+    points, copy_of, copy_cos = _collection(originals, args.copies, args.noise, seed=12)
+    print(f"{len(points)} points ({len(originals)} originals x {args.copies})", file=sys.stderr)
+    vectors, embed_ms, query_kind = _queries(args, originals, rng)
+    warm, queries = vectors[:WARMUP], vectors[WARMUP:]
+
+    found = _database(args)
+    if found is None:
+        return
+    url, server = found
+    results: dict = {
+        "when": when, "data": "synthetic" if args.synthetic else "real chunk vectors",
+        "points": len(points), "originals": len(originals), "copies": args.copies,
+        "noise_sigma": args.noise, "copy_cosine_to_original": copy_cos,
+        "nearest_other_cosine": nearest, "queries": len(queries), "query_kind": query_kind,
+        "query_embedding_ms": embed_ms, "efs": efs,
+        "hnsw": {"m": HNSW_M, "ef_construction": HNSW_EF_CONSTRUCTION},
+        "citewise_ef": {"ef_search": EF_SEARCH, "ef_per_result": EF_PER_RESULT},
+    }
+    db = PostgresDatabase(url, pool_size=4)
+    try:
+        results["server"] = db.row("SELECT version() AS v")["v"]
+        results["pgvector"] = db.row(
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'")["extversion"]
+        index = PgvectorIndex(db, DIM)
+        if index.count():
+            raise SystemExit(f"{db.display} already holds points: give an empty database")
+        print(f"upserting {len(points)} points (HNSW maintained as they arrive)",
+              file=sys.stderr)
+        t = time.perf_counter()
+        for start in range(0, len(points), BATCH):
+            index.upsert([_point(i, points[i], int(copy_of[i]))
+                          for i in range(start, min(start + BATCH, len(points)))])
+            if start % (BATCH * 40) == 0:
+                print(f"  {start} points, {time.perf_counter() - t:.0f} s", file=sys.stderr)
+        results["upsert_s"] = round(time.perf_counter() - t, 1)
+        results["upsert_points_per_s"] = round(len(points) / results["upsert_s"])
+        t = time.perf_counter()
+        index.optimize()
+        results["optimize_s"] = round(time.perf_counter() - t, 1)
+        results["sizes_mib"] = _sizes(db)
+        print(f"upsert {results['upsert_s']} s, optimize {results['optimize_s']} s, "
+              f"{results['sizes_mib']}", file=sys.stderr)
+
+        variants = {"exact": PgvectorIndex(db, DIM, exact=True)}
+        for ef in efs:
+            variants[f"hnsw ef={ef}"] = PgvectorIndex(db, DIM, ef_search=ef, ef_per_result=0)
+        variants["citewise"] = PgvectorIndex(db, DIM)
+        for v in warm:
+            for variant in variants.values():
+                _search(variant, v, 50, IndexFilter())
+        t = time.perf_counter()
+        measured = _measure(variants, queries)
+        results["search_s"] = round(time.perf_counter() - t, 1)
+        results["search"] = measured["search"]
+        qmat = np.asarray(queries, dtype=np.float32)
+        results["exact_vs_numpy_recall"] = _numpy_check(measured["truth"], qmat, points,
+                                                        copy_of, args.copies)
+    finally:
+        db.close()
+        if server is not None:
+            from tests.postgres_server import remove
+
+            remove(server)
+
+    ann = ROOT / "bench" / "results" / "ann.json"
+    if ann.exists():
+        results["edge"] = json.loads(ann.read_text())
+    results["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(),
+                          "python": platform.python_version(),
+                          "load_at_start": [round(x, 2) for x in load_start],
+                          "load_at_end": [round(x, 2) for x in os.getloadavg()]}
+    results["run_s"] = round(time.perf_counter() - run_started, 1)
+    results["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT,
+                                       capture_output=True, text=True).stdout.strip()
+    args.out.mkdir(parents=True, exist_ok=True)
+    saved = {k: v for k, v in results.items() if k != "edge"}
+    (args.out / "pgvector.json").write_text(json.dumps(saved, indent=2))
+    (args.out / "pgvector.md").write_text(_markdown(results))
+    print(_markdown(results))
+
+
+# -- report ----------------------------------------------------------------------------------
+
+
+def _row(name: str, mode: str, limits: dict) -> str:
+    l10, l50 = limits["limit_10"], limits["limit_50"]
+    return (f"| {name} | {mode} | {l10['recall_at_10']:.4f} | {l50['recall_at_50']:.4f} "
+            f"({l50['min_recall_at_50']:.2f}) | {l10['latency_ms']['p50']} / "
+            f"{l10['latency_ms']['p95']} | {l50['latency_ms']['p50']} / "
+            f"{l50['latency_ms']['p95']} | {l10['exact_fallbacks']} / "
+            f"{l50['exact_fallbacks']} |")
+
+
+def _edge_lines(r: dict) -> list[str]:
+    """The embedded engine's figures of ann.json at limit 50, beside ours."""
+    edge = r.get("edge")
+    if not edge:
+        return ["No `bench/results/ann.json` to compare with (`bench/bench_ann.py` writes it)."]
+    config = edge["configs"].get("default") or next(iter(edge["configs"].values()))
+    rows = [
+        f"Limit 50. qdrant-edge from `ann.md` ({edge['when']}, another run, another load: "
+        "its latency is one engine call without payloads, ours one `index.search` with its "
+        "transaction and the hits' payloads).", "",
+        "| Filter | edge exact p50 / p95 | edge hnsw ef=128 recall@50, p50 | edge hnsw ef=256 "
+        "recall@50, p50 | pgvector exact p50 / p95 | pgvector citewise recall@50, p50 / p95 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for mode in FILTERS:
+        def cell(entry: dict, mode: str = mode) -> dict:
+            return entry[mode]["limit_50"]
+
+        edge_search = config["search"]
+        e_exact = cell(edge_search["exact"])
+        e128 = cell(edge_search.get("hnsw ef=128", edge_search["exact"]))
+        e256 = cell(edge_search.get("hnsw ef=256", edge_search["exact"]))
+        p_exact = cell(r["search"]["exact"])
+        ours = cell(r["search"]["citewise"])
+        rows.append(
+            f"| {mode} | {e_exact['latency_ms']['p50']} / {e_exact['latency_ms']['p95']} | "
+            f"{e128['recall_at_50']:.4f}, {e128['latency_ms']['p50']} | "
+            f"{e256['recall_at_50']:.4f}, {e256['latency_ms']['p50']} | "
+            f"{p_exact['latency_ms']['p50']} / {p_exact['latency_ms']['p95']} | "
+            f"{ours['recall_at_50']:.4f}, {ours['latency_ms']['p50']} / "
+            f"{ours['latency_ms']['p95']} |")
+    return rows
+
+
+def _markdown(r: dict) -> str:
+    m = r["machine"]
+    cc = r["copy_cosine_to_original"]
+    embed = r["query_embedding_ms"]
+    lines = [
+        f"# Exact vs HNSW dense search on pgvector, {r['when']}", "",
+        f"{r['points']} points: {r['originals']} {r['data']} (originals) and "
+        f"{r['copies'] - 1} perturbed copies of each (noise sigma {r['noise_sigma']}: mean "
+        f"cosine to the original {cc['mean']}, two copies of one original "
+        f"{cc['copy_to_copy_mean']}; an original's nearest other: median "
+        f"{r['nearest_other_cosine']['median']}), as `bench_ann.py` builds them. 384 "
+        f"dimensions, cosine; readers: copy 0 `public`, copy k `group:team-k`. "
+        f"{r['queries']} queries: {r['query_kind']}"
+        + (f" (p50 {embed['p50']} ms per question)" if embed else "") + ".", "",
+        f"{r['server'].split(',')[0]}, pgvector {r['pgvector']}; HNSW m {r['hnsw']['m']}, "
+        f"ef_construction {r['hnsw']['ef_construction']}. Upsert through "
+        f"`PgvectorIndex.upsert` (batches of {BATCH}, the graph maintained as rows arrive): "
+        f"{r['upsert_s']} s ({r['upsert_points_per_s']} points/s); `optimize()` (VACUUM "
+        f"ANALYZE) {r['optimize_s']} s; sizes (MiB, with indexes): {r['sizes_mib']}. "
+        f"Commit `{r['commit']}`.", "",
+        f"Environment: {m['cpus']} CPUs, {m['platform']}, Python {m['python']}; load average "
+        f"{m['load_at_start']} at start, {m['load_at_end']} at the end (shared machine). "
+        f"Searches {r['search_s']} s; run time {r['run_s']} s.", "",
+        "Ground truth: `PgvectorIndex(exact=True)` (it agrees with a numpy brute force: recall "
+        f"{r['exact_vs_numpy_recall']}). Recall@k counts a result found when its score reaches "
+        "the k-th exact score; in brackets the worst single query's recall@50. Latency: one "
+        "`index.search` call, p50 / p95 in ms. `hnsw ef=N`: `hnsw.ef_search` N at both limits; "
+        f"`citewise`: the service's setting (ef_search {r['citewise_ef']['ef_search']}, at "
+        f"least {r['citewise_ef']['ef_per_result']} per result asked for). Fallbacks: queries "
+        "of the variant (of each limit) that the graph left short of the limit and that were "
+        "asked again exactly.", "",
+        "| Variant | Filter | recall@10 | recall@50 (min) | p50 / p95 @10 | p50 / p95 @50 | "
+        "fallbacks @10 / @50 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, modes in r["search"].items():
+        for mode, limits in modes.items():
+            lines.append(_row(name, mode, limits))
+    lines += ["", "## Beside the embedded engine", ""] + _edge_lines(r) + [""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
