@@ -15,12 +15,12 @@ PostgreSQL is the bundled server of the tests (pgserver's PostgreSQL 16 with pgv
 ``tests/postgres_server.py``: run with ``fsync=off``, which only speeds up the writes), or the
 database of ``--database-url``. The points go in through ``PgvectorIndex.upsert`` (batches of
 512, one transaction each, BM25 postings empty: this measures dense search). Maintaining the
-graph row by row costs ~3 ms a point on these 2 cores, too slow for 113k points in a run of a
-few minutes, so the first points go in with the HNSW index dropped, which is then built in
-one go (``CREATE INDEX``, with the index's own m and ef_construction, maintenance_work_mem
-1 GB, as an operator would bulk-load), and the last ``--incremental`` points are upserted with
-the graph in place, timed: what an ingest pays per point. Then ``optimize()`` (VACUUM
-ANALYZE).
+graph row by row costs several milliseconds a point on these 2 cores, too slow for 113k points
+in a run of a few minutes, so the first points go in with the HNSW index dropped, which is
+then built in one go (``CREATE INDEX`` with the index's own m and ef_construction,
+maintenance_work_mem 1 GB, as an operator would bulk-load), and the last ``--incremental``
+points are upserted with the graph in place, timed: what an ingest pays per point. Then
+``optimize()`` (VACUUM ANALYZE).
 
 Per query (interleaved, so outside load hits every variant alike), in three filter modes (no
 filter; readers any of ``group:team-1``, 1/6 of the points; readers any of ``public``,
@@ -32,8 +32,8 @@ of the dense method):
 * ``hnsw ef=N``: ``hnsw.ef_search`` N whatever the limit (``ef_per_result=0``), so the table
   shows what the graph alone gives; a query left short still falls back to exact search,
   which the ``fallbacks`` column counts;
-* ``citewise``: the index as the service builds it (``ef_search`` 200, 4 candidates per
-  result: ef 200 at limit 10 and 50).
+* ``citewise``: the index as the service builds it (``ef_search`` 200, 8 candidates per
+  result: ef 200 at limit 10, 400 at limit 50).
 
 Recall@k = share of the k results whose score reaches the k-th exact score (ties count as
 found), as in bench_ann. Latency = wall time of one ``index.search`` call from Python: the
@@ -41,7 +41,7 @@ transaction and its ``SET LOCAL``s, the query, and the payloads of the hits (ben
 engine calls fetch no payload). The environment line records the load average: compare
 variants within one run.
 
-    .venv/bin/python bench/bench_pgvector.py [--copies 6] [--queries 200] [--efs 64,128,256]
+    .venv/bin/python bench/bench_pgvector.py [--copies 6] [--queries 200] [--efs 200,400]
     # -> bench/results/pgvector.{json,md}
 """
 
@@ -243,7 +243,7 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=6)
     parser.add_argument("--noise", type=float, default=0.025)
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--efs", default="64,128,256")
+    parser.add_argument("--efs", default="200,400")
     parser.add_argument("--incremental", type=int, default=3000,
                         help="points upserted (and timed) with the HNSW graph in place")
     parser.add_argument("--embedding-cache", type=Path,

@@ -119,18 +119,19 @@ def test_a_filter_that_hides_most_of_the_graph_still_gets_every_readable_point(d
             dense=(vector / np.linalg.norm(vector)).tolist(), sparse=SparseVector([1], [1.0]),
             payload=ChunkPayload(document_id=f"d{n}", version="v", source="kb",
                                  readers=["group:few"] if n % 50 == 0 else ["public"])))
-    hnsw = PgvectorIndex(database, DIM, exact_below=0, ef_search=40)
+    hnsw = PgvectorIndex(database, DIM, exact_below=0, ef_search=40, ef_per_result=0)
     hnsw.upsert(points)
     exact = PgvectorIndex(database, DIM, exact=True)
     query = points[7].dense
     few = IndexFilter(readers=["group:few"])
     got = hnsw.search(query, filter=few, limit=50)
+    assert hnsw.exact_fallbacks == 1
     assert len(got) == 12
     assert [h.id for h in got] == [h.id for h in exact.search(query, filter=few, limit=50)]
-    # Without the fallback's help: most of the graph readable, the page full.
-    assert len(hnsw.search(query, filter=IndexFilter(readers=["public"]), limit=50)) == 50
-    assert hnsw.search(query, filter=IndexFilter(readers=["public"]), limit=1)[0].id == \
-        points[7].id
+    # Most of the graph readable: its 40 candidates fill a page of 10 by themselves.
+    public = hnsw.search(query, filter=IndexFilter(readers=["public"]), limit=10)
+    assert len(public) == 10 and public[0].id == points[7].id
+    assert hnsw.exact_fallbacks == 1
 
 
 def test_every_filtered_payload_field_is_a_column():
