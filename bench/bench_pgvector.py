@@ -35,6 +35,14 @@ of the dense method):
 * ``citewise``: the index as the service builds it (``ef_search`` 200, 8 candidates per
   result: ef 200 at limit 10, 400 at limit 50).
 
+BM25, through the postings table: up to ``--bm25-chunks`` paragraphs of the shared corpora
+(``../shared/corpora``) as chunks, with their real BM25 vectors (``Bm25Encoder``) and 8-dimension
+placeholder dense vectors, in a generation of their own (``g2``: tables of their own), and the
+same in qdrant-edge. Per question: latency of ``index.search`` with the BM25 query (no filter,
+and readers any of ``public``, ``group:team-1``, 2/3 of the chunks), and the share of
+qdrant-edge's top 10 found in pgvector's (their scores agree to ~1e-6, so only near-ties may
+differ). Skipped where the corpora are absent.
+
 Recall@k = share of the k results whose score reaches the k-th exact score (ties count as
 found), as in bench_ann. Latency = wall time of one ``index.search`` call from Python: the
 transaction and its ``SET LOCAL``s, the query, and the payloads of the hits (bench_ann's
@@ -92,6 +100,7 @@ from citewise.index.pgvector_index import (  # noqa: E402
 from citewise.index.vector_index import ChunkPoint, IndexFilter, SparseVector  # noqa: E402
 from citewise.postgres import PostgresDatabase  # noqa: E402
 
+CORPORA = ROOT.parent / "shared" / "corpora"
 LIMITS = (10, 50)
 WARMUP = 5
 FILTERS = {
@@ -235,6 +244,84 @@ def _numpy_check(truth: dict, qmat: np.ndarray, points: np.ndarray, copy_of: np.
     return round(statistics.fmean(agree), 4)
 
 
+# -- BM25 ------------------------------------------------------------------------------------
+
+
+def _paragraphs(limit: int) -> list[str]:
+    """Paragraphs of the shared corpora's Markdown (8 words or more), in a fixed order."""
+    out: list[str] = []
+    for md in sorted(CORPORA.rglob("*.md")) if CORPORA.is_dir() else []:
+        for para in md.read_text(errors="replace").split("\n\n"):
+            if len(para.split()) >= 8:
+                out.append(para.strip())
+                if len(out) >= limit:
+                    return out
+    return out
+
+
+def _bm25(db: PostgresDatabase, limit: int, questions: list[str]) -> dict | None:
+    """BM25 latency through the postings, and agreement with qdrant-edge's ranking."""
+    import shutil
+    import tempfile
+
+    from citewise.index.qdrant_edge_index import EdgeVectorIndex
+    from citewise.index.sparse import Bm25Encoder
+
+    texts = _paragraphs(limit)
+    if not texts:
+        print(f"skipping BM25: {CORPORA} is absent", file=sys.stderr)
+        return None
+    encoder = Bm25Encoder()
+    points = []
+    for i, text in enumerate(texts):
+        readers = ["public"] if i % 3 == 0 else [f"group:team-{i % 3}"]
+        points.append(ChunkPoint(
+            id=str(uuid.UUID(int=i + 1)), dense=[1.0] + [0.0] * 7,
+            sparse=encoder.embed_document(text),
+            payload=ChunkPayload(document_id=f"p-{i}", version="v1", source="bench",
+                                 readers=readers, text=text[:200])))
+    postings = sum(len(p.sparse.indices) for p in points)
+    print(f"BM25: {len(points)} chunks, {postings} postings", file=sys.stderr)
+    index = PgvectorIndex(db, 8, generation="g2")
+    t = time.perf_counter()
+    for start in range(0, len(points), BATCH):
+        index.upsert(points[start:start + BATCH])
+    upsert_s = time.perf_counter() - t
+    index.optimize()
+    folder = Path(tempfile.mkdtemp(prefix="citewise-bench-edge-"))
+    edge = EdgeVectorIndex(folder, 8)
+    try:
+        edge.upsert(points)
+        modes = {"none": IndexFilter(), "public+team-1 (2/3)":
+                 IndexFilter(readers=["public", "group:team-1"])}
+        queries = [encoder.embed_query(q) for q in questions]
+        queries = [q for q in queries if q.indices]
+        lat: dict[str, list[float]] = {m: [] for m in modes}
+        overlap: list[float] = []
+        for q in queries[:WARMUP]:
+            index.search(q, filter=IndexFilter(), limit=50)
+        for q in queries[WARMUP:]:
+            for mode, flt in modes.items():
+                t = time.perf_counter()
+                hits = index.search(q, filter=flt, limit=50)
+                lat[mode].append((time.perf_counter() - t) * 1000)
+                if mode == "none":
+                    want = {h.id for h in edge.search(q, filter=flt, limit=10)}
+                    if want:
+                        overlap.append(len(want & {h.id for h in hits[:10]}) / len(want))
+        sizes = {r["name"]: round(r["bytes"] / 2**20, 1) for r in db.rows(
+            "SELECT relname AS name, pg_total_relation_size(oid) AS bytes FROM pg_class "
+            "WHERE relname IN ('chunk_postings_g2', 'chunk_terms_g2')")}
+    finally:
+        edge.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    return {"chunks": len(points), "postings": postings, "upsert_s": round(upsert_s, 1),
+            "queries": len(queries) - WARMUP, "sizes_mib": sizes,
+            "bytes_per_posting": round(sizes.get("chunk_postings_g2", 0) * 2**20 / postings),
+            "latency_ms": {mode: _pct(values) for mode, values in lat.items()},
+            "top10_overlap_with_edge": round(statistics.fmean(overlap), 4) if overlap else None}
+
+
 # -- main ------------------------------------------------------------------------------------
 
 
@@ -244,6 +331,8 @@ def main() -> None:
     parser.add_argument("--noise", type=float, default=0.025)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--efs", default="200,400")
+    parser.add_argument("--bm25-chunks", type=int, default=50_000,
+                        help="corpus paragraphs for the BM25 phase (0: skip it)")
     parser.add_argument("--incremental", type=int, default=3000,
                         help="points upserted (and timed) with the HNSW graph in place")
     parser.add_argument("--embedding-cache", type=Path,
@@ -338,6 +427,8 @@ def main() -> None:
         qmat = np.asarray(queries, dtype=np.float32)
         results["exact_vs_numpy_recall"] = _numpy_check(measured["truth"], qmat, points,
                                                         copy_of, args.copies)
+        if args.bm25_chunks:
+            results["bm25"] = _bm25(db, args.bm25_chunks, _questions(args.queries + WARMUP))
     finally:
         db.close()
         if server is not None:
@@ -450,7 +541,23 @@ def _markdown(r: dict) -> str:
         for mode, limits in modes.items():
             lines.append(_row(name, mode, limits))
     lines += ["", "## Beside the embedded engine", ""] + _edge_lines(r) + [""]
+    lines += ["## BM25 through the postings table", ""] + _bm25_lines(r.get("bm25")) + [""]
     return "\n".join(lines)
+
+
+def _bm25_lines(b: dict | None) -> list[str]:
+    if not b:
+        return ["Not measured (the shared corpora are absent, or `--bm25-chunks 0`)."]
+    lat = b["latency_ms"]
+    return [
+        f"{b['chunks']} paragraphs of the shared corpora as chunks, {b['postings']} postings, "
+        f"upserted in {b['upsert_s']} s; on disk (MiB, with indexes): {b['sizes_mib']}, "
+        f"{b['bytes_per_posting']} bytes per posting. {b['queries']} questions, limit 50:", "",
+        "| Filter | p50 / p95 ms |", "|---|---|",
+        *[f"| {mode} | {v['p50']} / {v['p95']} |" for mode, v in lat.items()], "",
+        f"Share of qdrant-edge's BM25 top 10 (same chunks, same vectors) in pgvector's: "
+        f"{b['top10_overlap_with_edge']}.",
+    ]
 
 
 if __name__ == "__main__":
