@@ -95,17 +95,17 @@ ARRAY_COLUMNS = ("readers", "path_prefixes", "tags")
 COLUMNS = TEXT_COLUMNS + ARRAY_COLUMNS
 
 # The HNSW graph. On bench_pgvector's 113k points (bench/results/pgvector.md), pgvector's
-# defaults (m 16, ef_construction 64) reached a mean recall@50 of 0.96 at ef_search 200, with
-# single questions at 0.04; m 32, ef_construction 200 reached 0.99 (worst 0.88) at the same
-# ef_search and 0.999 at 400, for a graph three times slower to build (what an ingest pays per
-# chunk stays far below embedding it).
+# defaults (m 16, ef_construction 64) reached a mean recall@50 of 0.93 at ef_search 200, with
+# single questions at 0.04; m 32, ef_construction 200 reached 0.97 at ef_search 200 and 0.994
+# at 400, for a graph three times slower to build (~10 ms a point written with the graph in
+# place, still below the time to embed it).
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 200
 EF_SEARCH = 200  # the least ef_search of a dense query
 EF_PER_RESULT = 8  # ... and this many candidates per result asked for (400 at hybrid's 50)
 EF_MAX = 1000  # pgvector's largest ef_search
-# Points: a smaller index is searched exactly. Exact search costs ~1.1 us a point here (~12 ms
-# at 10k), never misses, and ranks exactly as the embedded engine does.
+# Points: a smaller index is searched exactly. Exact search costs ~0.8 us a point (~8 ms at
+# 10k, measured on 2 cores), never misses, and ranks exactly as the embedded engine does.
 EXACT_BELOW = 10_000
 
 _WRITE_BATCH = 512
