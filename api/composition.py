@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from citewise.api.answering import Answering
 from citewise.api.conversation_store import ConversationStore
@@ -58,7 +59,6 @@ from citewise.ingest.pipeline import IngestPipeline
 from citewise.ingest.reindex import Reindexer
 from citewise.ingest.runlock import RunLock
 from citewise.ingest.schedule import Scheduler, last_run_started, plan, zone_of
-from citewise.postgres import PostgresDatabase
 from citewise.private_files import describe, private_folder, too_open
 from citewise.retrieval.answering import AnswerService
 from citewise.retrieval.answering.cache import SemanticCache
@@ -71,6 +71,9 @@ from citewise.retrieval.settings import RetrievalSettings
 from citewise.retrieval.synonyms import Synonyms
 from citewise.settings import comma_separated, find_source
 from citewise.sqlite import SqliteDatabase
+
+if TYPE_CHECKING:
+    from citewise.postgres import PostgresDatabase
 
 log = logging.getLogger("citewise")
 
@@ -96,6 +99,9 @@ class Stores:
     bucket_levels: Callable[[], BucketLevels]
     versions: Callable[[], dict[str, int]]  # each store's schema version
     close: Callable[[], None]
+    # The pool of the PostgreSQL database the stores are in (None for SQLite): a pgvector
+    # index shares it, so that a process keeps one pool.
+    postgres: PostgresDatabase | None = None
 
 
 def build_stores(settings: Settings) -> Stores:
@@ -140,7 +146,7 @@ def build_postgres_stores(settings: Settings, url: str) -> Stores:
             answer_cache=PostgresAnswerCache(database, settings.retrieval.answer_cache_size),
             staging=PostgresCatalogStaging(database),
             bucket_levels=lambda: SharedLevels(metering),
-            versions=database.store_versions, close=database.close)
+            versions=database.store_versions, close=database.close, postgres=database)
     except BaseException:
         database.close()
         raise
@@ -295,21 +301,28 @@ def check_vector_store(settings: Settings) -> None:
 
 def vector_database(settings: Settings) -> PostgresDatabase:
     """The PostgreSQL database that ``CITEWISE_VECTOR_STORE=pgvector`` keeps the vectors in:
-    ``CITEWISE_DATABASE_URL``'s, with a pool of its own."""
+    ``CITEWISE_DATABASE_URL``'s, with a pool of its own (for a command that opens the index
+    without the stores)."""
+    from citewise.postgres import PostgresDatabase
+
     check_vector_store(settings)
     assert settings.database_url is not None  # checked just above
     return PostgresDatabase(settings.database_url, pool_size=settings.database_pool_size,
                             connect_timeout=settings.database_timeout)
 
 
-def build_index_store(settings: Settings, dim: int) -> IndexStore:
+def build_index_store(settings: Settings, dim: int, stores: Stores | None = None) -> IndexStore:
     """Where the index generations live: folders beside ``<data dir>/qdrant``, collections
     named after ``CITEWISE_QDRANT_COLLECTION`` on a Qdrant server, or tables in PostgreSQL
-    (``chunk_vectors``, ``chunk_vectors_g2``...)."""
+    (``chunk_vectors``, ``chunk_vectors_g2``...) on the pool of ``stores`` when they are in
+    that database (they close it), else on a pool of the index's own."""
     index = settings.index
     if index.vector_store == "pgvector":
         from citewise.index.pgvector_index import PgvectorIndexStore
 
+        shared = stores.postgres if stores is not None else None
+        if shared is not None:
+            return PgvectorIndexStore(shared, dim)
         return PgvectorIndexStore(vector_database(settings), dim, owns_database=True)
     if index.qdrant_url:
         from citewise.index.qdrant_server_index import ServerIndexStore
@@ -340,7 +353,7 @@ def build_reindexer(settings: Settings, services: Services | None = None) -> Rei
     stores = build_stores(settings)
     return Reindexer(catalog=stores.catalog, sources=stores.sources, staging=stores.staging,
                      blobs=build_blobs(settings), dense=dense, sparse=Bm25Encoder(),
-                     store=build_index_store(settings, dense.dim),
+                     store=build_index_store(settings, dense.dim, stores),
                      chunk_max_tokens=settings.ingest.chunk_max_tokens,
                      data_dir=settings.data_dir, min_free_bytes=settings.ingest.min_free_bytes,
                      embedding_source=embedding_source(settings.embedding),
@@ -464,7 +477,7 @@ def build_services(settings: Settings) -> Services:
     check_embedding_model(catalog, dense)
     sparse = Bm25Encoder()
     # The live generation's index, following the catalog's pointer (`citewise reindex`).
-    index = LiveIndex(catalog, build_index_store(settings, dense.dim),
+    index = LiveIndex(catalog, build_index_store(settings, dense.dim, stores),
                       expected_model=dense.model_id, load_model=model_loader(settings, dense))
     blobs = build_blobs(settings)
     pipeline = IngestPipeline(

@@ -291,23 +291,15 @@ def restore(obj: Context, source: Path) -> None:
 
 
 def _refuse_a_collection_in_use(settings: Settings) -> None:
-    """A Qdrant server's collection, or pgvector tables, that hold points belong to an
-    installation: the repair after the restore would delete its newer points as strays. (An
-    embedded index lives in the data folder, which restore already requires to be empty.)"""
-    from citewise.api.composition import build_dense, build_index, build_index_store, index_kind
-    from citewise.errors import ConfigError
-
-    kind = index_kind(settings)
-    if kind == "embedded":
+    """A Qdrant server's collection that holds points belongs to an installation: the repair
+    after the restore would delete its newer points as strays. (An embedded index lives in the
+    data folder, which restore already requires to be empty.)"""
+    if not settings.index.qdrant_url:
         return
-    if kind == "pgvector":
-        what, holds, include = "the pgvector tables", "hold", "include"
-        hint = "restore into another database (CITEWISE_DATABASE_URL), then point the server at it"
-    else:
-        what = f"the Qdrant collection {settings.index.qdrant_collection!r}"
-        holds, include = "holds", "includes"
-        hint = "restore into a new collection (CITEWISE_QDRANT_COLLECTION), then point the " \
-               "server at it"
+    from citewise.api.composition import build_dense, build_index, build_index_store
+    from citewise.errors import ConfigError
+    from citewise.index.qdrant_server_index import ServerIndexStore
+
     dim = build_dense(settings).dim
     index = build_index(settings, dim)
     try:
@@ -315,16 +307,20 @@ def _refuse_a_collection_in_use(settings: Settings) -> None:
     finally:
         index.close()
     if points:
-        raise ConfigError(f"{what} already {holds} {points} points", hint=hint)
-    # After a `citewise reindex` an installation lives in generation gN (the collection
-    # `<collection>-gN`, the table `chunk_vectors_gN`) and the first one is gone: in use just
-    # the same.
+        raise ConfigError(f"the Qdrant collection {settings.index.qdrant_collection!r} already "
+                          f"holds {points} points", hint="restore into a new collection "
+                          "(CITEWISE_QDRANT_COLLECTION), then point the server at it")
+    # After a `citewise reindex` an installation lives in `<collection>-gN` and the base
+    # collection is gone: those are in use just the same.
     store = build_index_store(settings, dim)
+    assert isinstance(store, ServerIndexStore)  # qdrant_url is set: its generations are collections
     try:
         generations = [name for name in store.names() if name]
-        where = ", ".join(store.describe(g) for g in generations)
     finally:
         store.close()
     if generations:
-        raise ConfigError(f"{what} already {include} index generations of an installation "
-                          f"({where})", hint=hint)
+        raise ConfigError(f"the Qdrant collections of {settings.index.qdrant_collection!r} include "
+                          f"index generations ({', '.join(store.name(g) for g in generations)})"
+                          " of an installation", hint="restore into a new collection name "
+                          "(CITEWISE_QDRANT_COLLECTION), then point the server at it")
+
