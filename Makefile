@@ -19,7 +19,7 @@ help:
 	@echo "make test-fast  the suite without the shared-corpus integration tests"
 	@echo "make lint       ruff"
 	@echo "make typecheck  mypy (strict but for api/ and connectors/; settings in pyproject.toml)"
-	@echo "make bench      ingest/search, git re-sync, Confluence, front door, model gateway, cache, 100k-chunk scale and reindex-under-load benchmarks -> bench/results/"
+	@echo "make bench      ingest/search, git re-sync, Confluence, front door, model gateway, cache, 100k-chunk scale, reindex-under-load and pgvector benchmarks -> bench/results/"
 	@echo "make eval       quality: SciFact (train), the demo and shared-corpora golden sets -> bench/results/"
 	@echo "make clean      delete ./data (the index, catalog and blobs)"
 
@@ -70,6 +70,7 @@ bench: setup
 	$(BIN)/python bench/bench_cache.py
 	$(BIN)/python bench/bench_scale.py
 	$(BIN)/python bench/bench_reindex.py
+	$(BIN)/python bench/bench_pgvector.py
 
 SCIFACT ?= ../shared/bench/scifact
 CORPORA ?= ../shared/corpora

@@ -101,7 +101,8 @@ class Stores:
     versions: Callable[[], dict[str, int]]  # each store's schema version
     close: Callable[[], None]
     # The shared database of CITEWISE_DATABASE_URL (None: one machine's SQLite file), which
-    # also keeps the run lock and the ingest jobs (``build_ingest_runs``).
+    # also keeps the run lock and the ingest jobs (``build_ingest_runs``); a pgvector index
+    # shares its pool, so that a process keeps one pool.
     postgres: PostgresDatabase | None = None
 
     @property
@@ -223,7 +224,7 @@ class Services:
 
     @property
     def index_kind(self) -> str:
-        return "server" if self.settings.index.qdrant_url else "embedded"
+        return index_kind(self.settings)
 
     def close(self) -> None:
         if self.gateway is not None:
@@ -325,10 +326,55 @@ def warn_if_open(data_dir: Path) -> None:
                     "it 0700 and its files 0600", data_dir, describe(loose, data_dir))
 
 
-def build_index_store(settings: Settings, dim: int) -> IndexStore:
-    """Where the index generations live: folders beside ``<data dir>/qdrant``, or collections
-    named after ``CITEWISE_QDRANT_COLLECTION`` on a Qdrant server."""
+def index_kind(settings: Settings) -> str:
+    """Which vector index the settings choose: ``embedded`` (Qdrant in the data folder),
+    ``server`` (a Qdrant server) or ``pgvector`` (tables in the PostgreSQL database)."""
+    if settings.index.vector_store == "pgvector":
+        return "pgvector"
+    return "server" if settings.index.qdrant_url else "embedded"
+
+
+def check_vector_store(settings: Settings) -> None:
+    """Refuse a vector store the settings cannot build, before anything is opened."""
+    if settings.index.vector_store != "pgvector":
+        return
+    if settings.index.qdrant_url:
+        raise ConfigError("CITEWISE_VECTOR_STORE=pgvector and CITEWISE_QDRANT_URL are both set",
+                          hint="choose one vector index: unset CITEWISE_QDRANT_URL to keep the "
+                               "vectors in PostgreSQL, or set CITEWISE_VECTOR_STORE=qdrant")
+    if not settings.database_url:
+        raise ConfigError("CITEWISE_VECTOR_STORE=pgvector keeps the vectors in PostgreSQL, but "
+                          "CITEWISE_DATABASE_URL is not set",
+                          hint="set CITEWISE_DATABASE_URL=postgresql://user:password@host:5432/db "
+                               "(a database with the pgvector extension), or "
+                               "CITEWISE_VECTOR_STORE=qdrant for the embedded index")
+
+
+def vector_database(settings: Settings) -> PostgresDatabase:
+    """The PostgreSQL database that ``CITEWISE_VECTOR_STORE=pgvector`` keeps the vectors in:
+    ``CITEWISE_DATABASE_URL``'s, with a pool of its own (for a command that opens the index
+    without the stores)."""
+    from citewise.postgres import PostgresDatabase
+
+    check_vector_store(settings)
+    assert settings.database_url is not None  # checked just above
+    return PostgresDatabase(settings.database_url, pool_size=settings.database_pool_size,
+                            connect_timeout=settings.database_timeout)
+
+
+def build_index_store(settings: Settings, dim: int, stores: Stores | None = None) -> IndexStore:
+    """Where the index generations live: folders beside ``<data dir>/qdrant``, collections
+    named after ``CITEWISE_QDRANT_COLLECTION`` on a Qdrant server, or tables in PostgreSQL
+    (``chunk_vectors``, ``chunk_vectors_g2``...) on the pool of ``stores`` when they are in
+    that database (they close it), else on a pool of the index's own."""
     index = settings.index
+    if index.vector_store == "pgvector":
+        from citewise.index.pgvector_index import PgvectorIndexStore
+
+        shared = stores.postgres if stores is not None else None
+        if shared is not None:
+            return PgvectorIndexStore(shared, dim)
+        return PgvectorIndexStore(vector_database(settings), dim, owns_database=True)
     if index.qdrant_url:
         from citewise.index.qdrant_server_index import ServerIndexStore
 
@@ -358,7 +404,7 @@ def build_reindexer(settings: Settings, services: Services | None = None) -> Rei
     stores = build_stores(settings)
     return Reindexer(catalog=stores.catalog, sources=stores.sources, staging=stores.staging,
                      blobs=build_blobs(settings), dense=dense, sparse=Bm25Encoder(),
-                     store=build_index_store(settings, dense.dim),
+                     store=build_index_store(settings, dense.dim, stores),
                      chunk_max_tokens=settings.ingest.chunk_max_tokens,
                      data_dir=settings.data_dir, min_free_bytes=settings.ingest.min_free_bytes,
                      embedding_source=embedding_source(settings.embedding),
@@ -368,6 +414,10 @@ def build_reindexer(settings: Settings, services: Services | None = None) -> Rei
 def build_index(settings: Settings, dim: int) -> VectorIndex:
     """The first generation's index where the settings put it (restore checks it is empty)."""
     index = settings.index
+    if index.vector_store == "pgvector":
+        from citewise.index.pgvector_index import PgvectorIndex
+
+        return PgvectorIndex(vector_database(settings), dim, owns_database=True)
     if index.qdrant_url:
         from citewise.index.qdrant_server_index import ServerVectorIndex
 
@@ -469,6 +519,7 @@ def build_gateway(settings: GatewaySettings) -> Gateway | None:
 
 
 def build_services(settings: Settings) -> Services:
+    check_vector_store(settings)
     private_folder(settings.data_dir)
     warn_if_open(settings.data_dir)
     stores = build_stores(settings)
@@ -477,7 +528,7 @@ def build_services(settings: Settings) -> Services:
     check_embedding_model(catalog, dense)
     sparse = Bm25Encoder()
     # The live generation's index, following the catalog's pointer (`citewise reindex`).
-    index = LiveIndex(catalog, build_index_store(settings, dense.dim),
+    index = LiveIndex(catalog, build_index_store(settings, dense.dim, stores),
                       expected_model=dense.model_id, load_model=model_loader(settings, dense))
     blobs = build_blobs(settings)
     pipeline = IngestPipeline(

@@ -67,7 +67,8 @@ class Health(ResponseBody):
     status: Literal["ok", "degraded"]
     problem: str | None = Field(default=None, description="What is wrong, when degraded.")
     version: str | None = None
-    index: str | None = Field(default=None, description="embedded or server.")
+    index: str | None = Field(default=None, description="embedded, server (a Qdrant "
+                                 "server) or pgvector.")
     blob_store: str | None = Field(default=None, description="local or s3.")
     answers: Literal["llm", "extractive"] | None = None
     llm: LlmHealth | None = Field(default=None, description="With model providers.")

@@ -1,17 +1,18 @@
 """Index generations: the live vector index, and the pointer that names it.
 
 A *generation* is one complete build of the index: its chunk rows in the catalog and its vector
-collection (an embedded engine's folder, or a collection on a Qdrant server). ``citewise
-reindex`` (``ingest/reindex.py``) builds a new one beside the live one and then switches the
-catalog over to it in one SQLite transaction, which also moves the pointer below. Everything
-that reads the index goes through ``LiveIndex``, which follows the pointer: the process that
-built the new generation, a server in another process, and any other reader of the same
-catalog all move on the first call after the switch.
+collection (an embedded engine's folder, a collection on a Qdrant server, or pgvector tables).
+``citewise reindex`` (``ingest/reindex.py``) builds a new one beside the live one and then
+switches the catalog over to it in one SQLite transaction, which also moves the pointer below.
+Everything that reads the index goes through ``LiveIndex``, which follows the pointer: the
+process that built the new generation, a server in another process, and any other reader of the
+same catalog all move on the first call after the switch.
 
 The pointer is the ``index_generation`` row of the catalog's ``meta`` table. Without it (an
 index that was never rebuilt) the live generation is ``""``, stored where the settings say
 (``<data dir>/qdrant`` or the collection ``CITEWISE_QDRANT_COLLECTION``); generation ``g2`` is
-stored in ``<data dir>/qdrant-g2`` or the collection ``<collection>-g2``, and so on.
+stored in ``<data dir>/qdrant-g2``, the collection ``<collection>-g2`` or the table
+``chunk_vectors_g2`` (pgvector's first generation: ``chunk_vectors``), and so on.
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
-"""The vector index contract: one small interface, two Qdrant backends.
+"""The vector index contract: one small interface, three backends.
 
 ``EdgeVectorIndex`` (``qdrant_edge_index.py``) embeds Qdrant's engine in-process and is the default;
 ``ServerVectorIndex`` (``qdrant_server_index.py``) talks to a Qdrant server or cluster through
-qdrant-client. The same contract tests (tests/index/test_vector_index_contract.py) run on both.
+qdrant-client; ``PgvectorIndex`` (``pgvector_index.py``) keeps the points in PostgreSQL tables
+with pgvector. The same contract tests (tests/index/test_vector_index_contract.py) run on all three.
 
 Every point is one chunk, with two named vectors (dense, and BM25 term weights to which the
 engine applies the IDF) and a ``ChunkPayload`` (``index/payload.py``). A search asks for one of
-the two vectors; hybrid search is two of them, fused by ``retrieval.fusion`` so that both
-backends rank the same. The permission filter (``readers``) and every search filter are applied
+the two vectors; hybrid search is two of them, fused by ``retrieval.fusion`` so that every
+backend ranks the same. The permission filter (``readers``) and every search filter are applied
 *inside* each engine query, so a caller can never receive a point it may not read.
 """
 

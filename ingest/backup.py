@@ -9,8 +9,8 @@ keeps serving.
 
 The vector index is not copied. It is derived data: ``citewise restore`` rebuilds it from the
 restored catalog's chunks and the embedding cache (``repair``), which guarantees an index that
-agrees with the catalog exactly, on any backend (embedded or a Qdrant server), whatever the
-index looked like at the time of the copy. It is rebuilt as a first generation (see
+agrees with the catalog exactly, on any backend (embedded, a Qdrant server, pgvector), whatever
+the index looked like at the time of the copy. It is rebuilt as a first generation (see
 ``index/generations.py``), where the restore's settings say.
 
 A backup is written to ``<dir>.partial`` and renamed when complete, so a backup that was

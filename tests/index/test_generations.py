@@ -1,4 +1,4 @@
-"""The live index follows the catalog's pointer (index/generations.py), on both backends' stores.
+"""The live index follows the catalog's pointer (index/generations.py), on every backend's store.
 
 No model: synthetic vectors of dimension 4. What `citewise reindex` does around it is tested in
 tests/ingest/test_reindex.py.
@@ -21,10 +21,12 @@ from citewise.index.generations import (
     pinned,
 )
 from citewise.index.payload import ChunkPayload
+from citewise.index.pgvector_index import PgvectorIndexStore
 from citewise.index.qdrant_edge_index import EdgeIndexStore
 from citewise.index.qdrant_server_index import ServerIndexStore
 from citewise.index.sqlite_catalog import SqliteDocumentCatalog
 from citewise.index.vector_index import ChunkPoint, IndexFilter, SparseVector
+from citewise.postgres import PostgresDatabase
 from citewise.sqlite import SqliteDatabase
 
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
@@ -38,10 +40,13 @@ def _point(n: int, document: str) -> ChunkPoint:
                                            readers=["public"]))
 
 
-@pytest.fixture(params=["edge", "server"])
+@pytest.fixture(params=["edge", "server", "pgvector"])
 def store(request, tmp_path):
     if request.param == "edge":
         return EdgeIndexStore(tmp_path / "data" / "qdrant", DIM)
+    if request.param == "pgvector":
+        url = request.getfixturevalue("postgres_url")  # skips where pgserver is absent
+        return PgvectorIndexStore(PostgresDatabase(url), DIM, owns_database=True)
     return ServerIndexStore(QdrantClient(path=str(tmp_path / "qdrant-server")), "citewise", DIM)
 
 

@@ -1,4 +1,6 @@
-"""One contract, two backends: the embedded engine and qdrant-client (local mode for a server).
+"""One contract, three backends: the embedded engine, qdrant-client (local mode for a server)
+and pgvector (a real PostgreSQL 16 with pgvector 0.6, ``postgres_url``; its dense queries take
+the HNSW path here, whatever the size, so that path is what the contract holds).
 
 Vectors are synthetic and deterministic (seeded, dimension 8), sparse vectors are hand-made term
 lists: no embedding model is involved, so a failure here is the index's, not the model's.
@@ -24,9 +26,11 @@ from qdrant_client import QdrantClient
 
 from citewise.errors import BackendError, ConfigError, IndexLockedError
 from citewise.index.payload import ChunkPayload
+from citewise.index.pgvector_index import PgvectorIndex
 from citewise.index.qdrant_edge_index import EdgeVectorIndex
 from citewise.index.qdrant_server_index import ServerIndexStore, ServerVectorIndex
 from citewise.index.vector_index import ChunkPoint, IndexFilter, SparseVector, VectorIndex
+from citewise.postgres import PostgresDatabase
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning"),
@@ -47,14 +51,20 @@ COMMON, RARE_DB, RARE_SECRET = 1, 42, 99
 OpenIndex = Callable[..., VectorIndex]
 
 
-@pytest.fixture(params=["edge", "server"])
+@pytest.fixture(params=["edge", "server", "pgvector"])
 def open_index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenIndex]:
     """Opens the backend on the same storage each call, so tests can close and reopen it."""
     opened: list[VectorIndex] = []
+    # Skips (saying why) where pgserver's PostgreSQL is not installed.
+    database_url = request.getfixturevalue("postgres_url") if request.param == "pgvector" \
+        else None
 
     def open_(dim: int = DIM) -> VectorIndex:
         if request.param == "edge":
             index: VectorIndex = EdgeVectorIndex(tmp_path / "edge", dim)
+        elif database_url is not None:
+            index = PgvectorIndex(PostgresDatabase(database_url), dim, owns_database=True,
+                                  exact_below=0)
         else:
             client = QdrantClient(path=str(tmp_path / "qdrant"))
             try:

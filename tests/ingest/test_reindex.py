@@ -295,18 +295,26 @@ def _job_done(http: httpx.Client, job_id: str) -> dict:
 # Server backend, in this process ------------------------------------------------------------
 
 
-def test_reindex_on_the_server_backend(tmp_path, make_services):
+@pytest.mark.parametrize("backend", ["server", "pgvector"])
+def test_reindex_on_the_server_backend(tmp_path, make_services, request, backend):
+    """A Qdrant server's generation is a collection, pgvector's a table of its own (with its
+    catalog in the same PostgreSQL database, staged in a schema of its own)."""
     from citewise.api.composition import build_reindexer
 
     data = tmp_path / "data"
-    qdrant = f"local:{tmp_path / 'qdrant-server'}"
-    services = make_services(data_dir=data, qdrant_url=qdrant)
+    where = {"qdrant_url": f"local:{tmp_path / 'qdrant-server'}"} if backend == "server" else \
+        {"database_url": request.getfixturevalue("postgres_url"), "vector_store": "pgvector"}
+    services = make_services(data_dir=data, **where)
     report = run_source(services.pipeline, folder_source(write_kb(tmp_path / "kb")),
                         trigger="test")
     assert report.status == "succeeded", report.summary()
-    old = _chunk_ids(data)
+
+    def live_ids() -> set[str]:  # read through the services' catalog, wherever it is
+        return {pid for _, ids in services.catalog.live_points().values() for pid in ids}
+
+    old = live_ids()
     reindexer = build_reindexer(
-        Settings(data_dir=data, qdrant_url=qdrant, chunk_max_tokens=int(SMALL)), services)
+        Settings(data_dir=data, chunk_max_tokens=int(SMALL), **where), services)
     reindexer.drop_delay = 0  # searches straddling the drop must start again, not fail
 
     def search(query: str):
@@ -320,12 +328,12 @@ def test_reindex_on_the_server_backend(tmp_path, make_services):
         settled = len(loops[0].calls)
         loops[0].wait_for(settled + 10)
     assert done.status == "switched" and done.dropped == [""], done
-    new = _chunk_ids(data)
+    new = live_ids()
     assert new and not new & old
     for loop in loops:
         _check_generations(loop.calls, old, new)
     assert services.index.generation == "g2"
-    assert services.index.store.names() == ["g2"]  # the old collection is gone
+    assert services.index.store.names() == ["g2"]  # the old collection (table) is gone
     from citewise.ingest.consistency import verify
 
     assert verify(services.catalog, services.index, services.blobs) == []

@@ -1,4 +1,4 @@
-"""Hybrid search on both vector backends: ranking, filters, and permissions in the query."""
+"""Hybrid search on every vector backend: ranking, filters, and permissions in the query."""
 
 from __future__ import annotations
 
@@ -11,11 +11,14 @@ from tests.kb import folder_source
 SECRET_TITLE = "Rotate the payment provider API keys"
 
 
-@pytest.fixture(params=["embedded", "server"])
+@pytest.fixture(params=["embedded", "server", "pgvector"])
 def services(request, make_services, kb, tmp_path):
     if request.param == "server":
         # qdrant-client's local mode stands in for a Qdrant server: same client code path.
         s = make_services(qdrant_url=f"local:{tmp_path / 'qdrant-local'}")
+    elif request.param == "pgvector":
+        s = make_services(database_url=request.getfixturevalue("postgres_url"),
+                          vector_store="pgvector")
     else:
         s = make_services()
     report = run_source(s.pipeline, folder_source(kb),
