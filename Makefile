@@ -16,10 +16,14 @@ PORT ?= 8000
 help:
 	@echo "make run        set up, ingest the demo knowledge base, serve the API on $(HOST):$(PORT)"
 	@echo "make test       set up and run the whole test suite"
-	@echo "make test-fast  the suite without the shared-corpus integration tests"
+	@echo "make test-fast  the suite without the integration tests (shared corpora, the cluster)"
 	@echo "make lint       ruff"
 	@echo "make typecheck  mypy (strict but for api/ and connectors/; settings in pyproject.toml)"
+<<<<<<< HEAD
 	@echo "make bench      ingest/search, git re-sync, Confluence, front door, model gateway, cache, 100k-chunk scale, reindex-under-load and pgvector benchmarks -> bench/results/"
+=======
+	@echo "make bench      ingest/search, git re-sync, Confluence, front door, model gateway, cache, 100k-chunk scale, reindex-under-load and cluster (PostgreSQL, replicas) benchmarks -> bench/results/"
+>>>>>>> wt-cluster
 	@echo "make eval       quality: SciFact (train), the demo and shared-corpora golden sets -> bench/results/"
 	@echo "make clean      delete ./data (the index, catalog and blobs)"
 
@@ -61,7 +65,7 @@ lint: setup-test
 typecheck: setup-test
 	$(BIN)/python tests/typecheck.py
 
-bench: setup
+bench: setup-test
 	$(BIN)/python bench/run_bench.py
 	$(BIN)/python bench/bench_git.py
 	$(BIN)/python bench/bench_confluence.py
@@ -70,7 +74,11 @@ bench: setup
 	$(BIN)/python bench/bench_cache.py
 	$(BIN)/python bench/bench_scale.py
 	$(BIN)/python bench/bench_reindex.py
+<<<<<<< HEAD
 	$(BIN)/python bench/bench_pgvector.py
+=======
+	$(BIN)/python bench/bench_cluster.py
+>>>>>>> wt-cluster
 
 SCIFACT ?= ../shared/bench/scifact
 CORPORA ?= ../shared/corpora
