@@ -19,11 +19,7 @@ help:
 	@echo "make test-fast  the suite without the integration tests (shared corpora, the cluster)"
 	@echo "make lint       ruff"
 	@echo "make typecheck  mypy (strict but for api/ and connectors/; settings in pyproject.toml)"
-<<<<<<< HEAD
-	@echo "make bench      ingest/search, git re-sync, Confluence, front door, model gateway, cache, 100k-chunk scale, reindex-under-load and pgvector benchmarks -> bench/results/"
-=======
-	@echo "make bench      ingest/search, git re-sync, Confluence, front door, model gateway, cache, 100k-chunk scale, reindex-under-load and cluster (PostgreSQL, replicas) benchmarks -> bench/results/"
->>>>>>> wt-cluster
+	@echo "make bench      ingest/search, git re-sync, Confluence, front door, model gateway, cache, 100k-chunk scale, reindex-under-load, pgvector and cluster (PostgreSQL, replicas) benchmarks -> bench/results/"
 	@echo "make eval       quality: SciFact (train), the demo and shared-corpora golden sets -> bench/results/"
 	@echo "make clean      delete ./data (the index, catalog and blobs)"
 
@@ -74,11 +70,8 @@ bench: setup-test
 	$(BIN)/python bench/bench_cache.py
 	$(BIN)/python bench/bench_scale.py
 	$(BIN)/python bench/bench_reindex.py
-<<<<<<< HEAD
 	$(BIN)/python bench/bench_pgvector.py
-=======
 	$(BIN)/python bench/bench_cluster.py
->>>>>>> wt-cluster
 
 SCIFACT ?= ../shared/bench/scifact
 CORPORA ?= ../shared/corpora
