@@ -196,6 +196,8 @@ def test_compose_runs_replicas_a_worker_and_the_official_engines(compose):
     worker = _compose_env(ours["worker"])
     assert worker["CITEWISE_SCHEDULE_INGEST"]
     assert "CITEWISE_SCHEDULE_INGEST" not in _compose_env(ours["api"])  # one process runs it
+    # The replicas accept jobs, the worker runs them.
+    assert _compose_env(ours["api"])["CITEWISE_SERVE_RUNS_INGEST"] == "false"
 
 
 def test_compose_sets_real_settings_that_load_with_its_config_file(compose, tmp_path,
@@ -234,13 +236,17 @@ def test_every_compose_process_shares_the_database_the_engines_and_the_proxy(com
 
 def test_compose_health_checks_ask_a_route_of_the_app(compose, routes):
     for name, service in _citewise_services(compose).items():
+        if _check_command(service["command"], f"compose {name}").name == "worker":
+            assert "healthcheck" not in service  # no HTTP: its restart policy watches it
+            continue
         path = _path_of(service["healthcheck"]["test"])
         assert path in routes, f"{name}'s health check asks {path}, not a route of the app"
 
 
 def test_compose_commands_are_citewise_commands(compose):
-    for name, service in _citewise_services(compose).items():
-        assert _check_command(service["command"], f"compose {name}").name == "serve"
+    names = {name: _check_command(service["command"], f"compose {name}").name
+             for name, service in _citewise_services(compose).items()}
+    assert names == {"api": "serve", "worker": "worker"}
 
 
 # Kubernetes ----------------------------------------------------------------------------------
