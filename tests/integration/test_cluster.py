@@ -7,9 +7,11 @@ openai_provider.py``), so that a streamed answer lasts long enough to kill a rep
 
 One cluster serves the module: starting a replica loads the model, tens of seconds on two cores.
 Its start is itself the first test (both replicas at the same moment on an empty database). The
-tests run in file order and the destructive ones come last: the worker killed mid-run, the
-database restarted under load, and replica A killed mid-stream (A stays dead after it). The
-figures the closing note quotes are printed, each line starting with ``cluster:`` (``pytest -s``).
+replicas also run the ingest jobs they accept over HTTP (the shared queue: one of them takes
+each). The tests run in file order and the destructive ones come last: the worker killed
+mid-run, the database restarted under load, and replica A killed mid-stream (A stays dead after
+it). The figures the closing note quotes are printed, each line starting with ``cluster:``
+(``pytest -s``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ pytestmark = pytest.mark.integration
 
 SEARCH_PER_MINUTE = 30  # every principal's search rate in this cluster
 REVOCATION_SECONDS = 2.0  # "effective on every replica within a second or two"
+OUTAGE_SECONDS = 15.0  # the database restarted under load: a quick restart or failover
 RECOVERY_SECONDS = 30.0  # after the database is back, each replica serves again within this
 USAGE_FLUSH_SECONDS = 1.0  # api/metering/usage.py writes usage rows every second
 BIG_CORPUS = SHARED / "corpora" / "prometheus-operator-runbooks"
@@ -146,6 +149,7 @@ def world(request, tmp_path_factory, postgres, s3_server):
         "CITEWISE_LLM_BASE_URL": llm.base_url, "CITEWISE_LLM_MODEL": llm.model,
         "CITEWISE_RATE_SEARCH_PER_MINUTE": str(SEARCH_PER_MINUTE),
         "CITEWISE_DATABASE_TIMEOUT": "2",  # an outage is said in 2 s, not the default 5
+        "CITEWISE_INGEST_ALLOWED_PATHS": str(root / "sources"),  # jobs over HTTP read there
     })
     cluster = Cluster(root, config)
     a, b = cluster.replica("replica-a"), cluster.replica("replica-b")
@@ -186,6 +190,13 @@ def test_replicas_started_together_on_an_empty_database_migrate_once(world):
         database = health.json()["database"]
         assert database["backend"] == "postgresql" and database["reachable"], database
         assert database["schema_versions"] == versions, (database, versions)
+
+    # And what the operator sees: `citewise --version` reads the live schema of the database.
+    version = world.cluster.run("--version", folder="operator")
+    assert version.returncode == 0, shown(version)
+    assert "database: postgresql" in version.stdout and "schema: " + ", ".join(
+        f"{store} {v}" for store, v in sorted(versions.items())) in version.stdout, \
+        version.stdout
 
     with world.postgres.log.open("rb") as f:
         f.seek(world.pg_log_from)
@@ -357,6 +368,42 @@ def test_a_restricted_document_stays_invisible_to_a_non_reader_through_both(worl
            "(search and answer) through both replicas")
 
 
+def test_an_ingest_job_accepted_by_one_replica_is_run_once_and_read_on_the_other(world,
+                                                                                ingested):
+    notes = world.sources / "notes"
+    write(notes, "kettle.md", "# Kettle descaling\n\nDescale the office kettle every Friday "
+          "with citric acid: two spoons, boil, rinse twice.\n")
+    write(notes, "plants.md", "# Office plants\n\nWater the ficus on Mondays and the cactus "
+          "once a month; the facilities rota lists who does it.\n")
+    accepted = httpx.post(f"{world.a.url}/v1/ingest/jobs", headers=user("job-submitter"),
+                          json={"path": str(notes), "name": "notes", "readers": ["public"]},
+                          timeout=30)
+    assert accepted.status_code == 202, accepted.text
+    job_id = accepted.json()["id"]
+
+    def job_on_b() -> dict:
+        resp = httpx.get(f"{world.b.url}/v1/ingest/jobs/{job_id}", timeout=30)
+        assert resp.status_code == 200, resp.text
+        return resp.json()
+
+    took = wait_until(lambda: job_on_b()["status"] in ("done", "failed"), 180.0, step=0.2)
+    job = job_on_b()
+    assert took is not None and job["status"] == "done", job
+    assert [(r["source"], r["added"]) for r in job["reports"]] == [("notes", 2)], job
+    # One worker ran it: one run of the source, by one of the two replicas.
+    runs = httpx.get(f"{world.a.url}/v1/ingest/runs", params={"source": "notes"},
+                     timeout=30).json()["runs"]
+    assert len(runs) == 1, runs
+    by = {r.pid: r.name for r in world.replicas}.get(runs[0]["pid"])
+    assert by is not None, (runs, {r.name: r.pid for r in world.replicas})
+    for r in world.replicas:
+        found = httpx.get(f"{r.url}/v1/search", params={"q": "descale the kettle"},
+                          headers=user("kettle-user"), timeout=30).json()["results"]
+        assert found and found[0]["path"] == "kettle.md", found
+    report(f"ingest job accepted by A, run once (by {by}), read as done on B {took:.1f} s "
+           "later; both replicas find its documents")
+
+
 # Crashes --------------------------------------------------------------------------------------
 def big_corpus(into: Path) -> tuple[Path, str]:
     """A corpus whose run takes several seconds: a shared runbook corpus if there is one, else
@@ -487,10 +534,11 @@ def test_the_database_restarted_under_load_is_503_then_recovered_without_a_resta
         down = time.monotonic()
         world.postgres.stop("immediate")
         try:
-            time.sleep(5.0)
+            time.sleep(3.0)
             for r in world.replicas:
                 h = httpx.get(f"{r.url}/healthz", timeout=15)
                 health_during[r.name] = (h.status_code, h.text)
+            time.sleep(max(0.0, down + OUTAGE_SECONDS - time.monotonic()))
         finally:
             world.postgres.start()
         up = time.monotonic()
