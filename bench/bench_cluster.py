@@ -23,10 +23,11 @@ loopback); without either it says so and exits 0 without writing anything.
    the SQLite deployment (one process: embedded Qdrant admits one, served from the ingest's
    data folder), one new PostgreSQL + pgvector replica (an empty data folder, so an empty
    embedding cache), one whose data folder holds the ingest's embedding cache (as a replica
-   that has served a while), then two of those. For each: one client's sequential search latency through the front door,
-   then ``--concurrency`` clients for ``--seconds`` of answers and then of searches, spread
-   round-robin over the replicas. Every request carries a question of its own (a numbered
-   variant of a corpus question), so each pays for its embedding as a new question does.
+   that has served a while), then two of those. For each: one client's sequential search
+   latency through the front door, then ``--concurrency`` clients for ``--seconds`` of
+   answers and then of searches, spread round-robin over the replicas. Every request carries
+   a question of its own (a numbered variant of a corpus question), so each pays for its
+   embedding as a new question does.
    Recorded with them: the requests/s, p50/p95, each server process's CPU seconds per wall
    second and resident memory, and the client's own CPU share: the clients run on the same
    cores as the servers, so on this 2-core machine two replicas share the two cores one had.
@@ -235,7 +236,7 @@ def closed_loop(kind: str, replicas: list[Replica], questions: Questions, concur
             "server_cpu_per_wall": {str(p): round((cpu_seconds(p) - cpu_before[p]) / wall, 2)
                                     for p in pids},
             "client_cpu_per_wall": round((time.process_time() - client_cpu) / wall, 2),
-            # Above ~2.5 on 2 cores with 4 clients, something besides this benchmark ran.
+            # How busy the machine was: with other work running it rises well above 4.
             "load_avg_1m_after": (load_average() or [None])[0]}
 
 
@@ -314,7 +315,8 @@ def markdown(r: dict) -> str:
         "on, none reached); the answer cache off. "
         "Server CPU is each process's CPU seconds per wall second (2.0 = both cores); the "
         "clients share the same cores (their CPU share is given). The load average after each "
-        "loop shows whether anything else ran meanwhile (this benchmark alone: about 2 to 3).",
+        "loop shows how busy the machine was: this benchmark alone drives it to 2-4 (each "
+        "replica's model threads, PostgreSQL's backends, the clients).",
         "",
         "| deployment | replicas | answers/s (abstained) | answer p50 / p95 ms | searches/s | "
         "search p50 / p95 ms | server CPU (answers) | client CPU | RSS per replica MiB | one "
