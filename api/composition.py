@@ -151,6 +151,7 @@ def build_ingest_runs(settings: Settings, stores: Stores,
         from citewise.ingest.pg_runlock import PostgresRunLock
 
         lock = PostgresRunLock(stores.postgres)
+        pipeline.fence = lock.check
         return lock, PostgresJobQueue(stores.postgres, pipeline, lock)
     file_lock = FileRunLock(settings.data.run_lock_path)
     return file_lock, InProcessJobQueue(pipeline, file_lock)

@@ -198,6 +198,14 @@ class StoreUnavailableError(BackendError):
     code = "store_unavailable"
 
 
+class RunLockLostError(StoreUnavailableError):
+    """The run lock this process took is gone while its run goes on: a lock that lives in a
+    database session (PostgreSQL's advisory lock) ends with that session, when the database
+    restarts or the connection drops. The run stops rather than write beside the next one."""
+
+    code = "run_lock_lost"
+
+
 class DiskFullError(StoreUnavailableError):
     """The disk that holds the data folder is full (or a file reached its size limit)."""
 

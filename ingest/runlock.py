@@ -36,6 +36,12 @@ class RunLock(Protocol):
         """Give the lock back (nothing when not held)."""
         ...
 
+    def check(self) -> None:
+        """Raise ``RunLockLostError`` when this object took the lock and has lost it since;
+        nothing otherwise (also when it holds nothing). The pipeline calls it before each
+        document it writes."""
+        ...
+
     def holder(self) -> dict[str, Any] | None:
         """Who holds it: ``what``, ``pid``, ``host`` and ``since``; None when nobody (or
         unknown)."""
@@ -110,6 +116,9 @@ class FileRunLock:
             except OSError:
                 pass
             os.close(fd)  # closing the descriptor drops the lock
+
+    def check(self) -> None:
+        """An flock lasts as long as its descriptor, so this process's run never loses it."""
 
     def holder(self) -> dict[str, Any] | None:
         try:

@@ -184,9 +184,14 @@ def test_compose_runs_replicas_a_worker_and_the_official_engines(compose):
     ours = _citewise_services(compose)
     assert services["api"]["deploy"]["replicas"] >= 2
     assert set(ours) == {"api", "worker"}
-    assert services["postgres"]["image"] == "pgvector/pgvector:pg16"
+    assert services["postgres"]["image"].startswith("pgvector/pgvector:")
     images = {s["image"].split(":")[0] for s in services.values() if "image" in s}
-    assert {"qdrant/qdrant", "minio/minio", "nginx"} <= images
+    assert {"qdrant/qdrant", "quay.io/minio/minio", "nginx"} <= images
+    # Every image pinned to a version: a tag that moves changes a deployment nobody changed.
+    for name, service in services.items():
+        image = service.get("image") or compose["x-citewise"]["image"]
+        repository, _, tag = image.partition(":")
+        assert tag and tag != "latest" and not tag.startswith("pg"), (name, image)
     # Only the load balancer is published; the replicas are reached through it.
     assert [name for name, s in services.items() if s.get("ports")] == ["lb"]
     upstream = re.search(r"server\s+(\w+):(\d+)", (DEPLOY / "nginx.conf").read_text())
@@ -229,7 +234,8 @@ def test_every_compose_process_shares_the_database_the_engines_and_the_proxy(com
     minio = services[urlsplit(env["CITEWISE_S3_ENDPOINT_URL"]).hostname]
     assert (env["CITEWISE_S3_ACCESS_KEY_ID"], env["CITEWISE_S3_SECRET_ACCESS_KEY"]) == (
         minio["environment"]["MINIO_ROOT_USER"], minio["environment"]["MINIO_ROOT_PASSWORD"])
-    assert f"local/{env['CITEWISE_S3_BUCKET']}" in " ".join(services["minio-bucket"]["command"])
+    # The bucket maker reads the replicas' own settings, so it makes the bucket they use.
+    assert services["minio-bucket"]["env_file"] == services["api"]["env_file"]
     lb = services["lb"]["networks"]["default"]["ipv4_address"]
     assert env["CITEWISE_TRUSTED_PROXIES"] == lb
 
@@ -337,3 +343,28 @@ def test_the_commands_the_deploy_docs_give_parse():
     assert len(commands) >= 4, commands
     for command in commands:
         _check_command(shlex.split(command), command)
+
+
+def test_the_compose_bucket_maker_makes_the_bucket_once(compose, s3_server):
+    """The ``minio-bucket`` service's script, run against a real S3 server (moto's, on
+    loopback) with the settings of ``citewise.env``: it makes the bucket, and a second start
+    finds it there and succeeds."""
+    import subprocess
+    import sys
+
+    import boto3
+
+    service = compose["services"]["minio-bucket"]
+    assert service["command"][:2] == ["python", "-c"], service["command"]
+    env = {**os.environ, **_compose_env(service), "CITEWISE_S3_ENDPOINT_URL": s3_server,
+           "CITEWISE_S3_BUCKET": f"compose-{os.getpid()}"}
+    for start in ("first", "second"):
+        made = subprocess.run([sys.executable, "-c", service["command"][2]], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert made.returncode == 0, (start, made.stdout, made.stderr)
+        assert f"bucket {env['CITEWISE_S3_BUCKET']} is ready" in made.stdout, made.stdout
+    client = boto3.client("s3", endpoint_url=s3_server, region_name=env["CITEWISE_S3_REGION"],
+                          aws_access_key_id=env["CITEWISE_S3_ACCESS_KEY_ID"],
+                          aws_secret_access_key=env["CITEWISE_S3_SECRET_ACCESS_KEY"])
+    names = [b["Name"] for b in client.list_buckets()["Buckets"]]
+    assert names.count(env["CITEWISE_S3_BUCKET"]) == 1

@@ -15,10 +15,12 @@ import pytest
 
 from citewise.api.composition import build_database, run_lock_of
 from citewise.api.settings import Settings
-from citewise.errors import RunLockedError
+from citewise.connectors.folder import FolderConfig, FolderConnector
+from citewise.errors import RunLockedError, RunLockLostError
 from citewise.ingest.pg_runlock import PostgresRunLock
 from citewise.ingest.runlock import FileRunLock
 from citewise.postgres import PostgresDatabase
+from tests.kb import ALL_PATHS, write_kb
 
 
 @pytest.fixture
@@ -103,3 +105,48 @@ def test_the_composition_root_chooses_the_lock(tmp_path, postgres_url):
                 assert PostgresRunLock(database).holder()["what"] == "citewise backup"
             finally:
                 database.close()
+
+
+def _backend_of(lock: PostgresRunLock) -> int:
+    return lock._conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+
+
+def test_a_lock_lost_with_its_session_is_said_by_check(database):
+    lock = PostgresRunLock(database)
+    lock.check()  # holding nothing: nothing to lose
+    with lock.held("a long run"):
+        lock.check()  # held: says nothing
+        # What a database restart, a failover or a dropped connection does to the session.
+        database.row("SELECT pg_terminate_backend(%s) AS ok", [_backend_of(lock)])
+        with pytest.raises(RunLockLostError) as lost:
+            lock.check()
+        assert "was lost with its session" in lost.value.message
+        assert "this run stopped so that two runs never write at once" in lost.value.message
+        # Another run may take it now, while the first still thinks it holds it.
+        other = PostgresRunLock(database)
+        other.acquire("the next run")
+        other.release()
+    # Releasing a lost lock raises nothing (the lock went with its session already).
+    assert lock.token is None
+
+
+def test_a_run_whose_lock_is_lost_stops_before_writing_beside_the_next(tmp_path, postgres_url,
+                                                                        database, make_services):
+    """The worker's database session ends (a restart) while it embeds: the pool reconnects its
+    other connections as if nothing happened, so without the fence the run would go on writing
+    while the schedule's next run takes the freed lock."""
+    kb = write_kb(tmp_path / "kb")
+    services = make_services(tmp_path / "data", database_url=postgres_url)
+    assert isinstance(services.run_lock, PostgresRunLock)
+    connector = FolderConnector(FolderConfig(path=kb, readers=["public"]))
+    with services.run_lock.held("citewise ingest kb (cron)"):
+        database.row("SELECT pg_terminate_backend(%s) AS ok", [_backend_of(services.run_lock)])
+        report = services.pipeline.run("kb", "folder", connector, config={"path": str(kb)})
+    assert report.status == "failed", report
+    assert "ingest run lock" in (report.message or "") and "lost" in report.message, report
+    assert services.catalog.count_documents("kb") == 0  # it wrote nothing after the loss
+    # The next run, holding the lock, converges.
+    with services.run_lock.held("citewise ingest kb (cron)"):
+        report = services.pipeline.run("kb", "folder", connector, config={"path": str(kb)})
+    assert report.status == "succeeded", report
+    assert services.catalog.count_documents("kb") == len(ALL_PATHS)

@@ -336,3 +336,24 @@ def test_readers_stored_in_an_old_spelling_are_respelled_by_the_next_run(make_se
     assert services.catalog.get_document(doc_id).readers == ["group:security"]
     hits = services.search.search("rotate the vault keys", caller, top_k=3)
     assert [h.document_id for h in hits][:1] == [doc_id]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_nul_character_in_a_document_indexes_alike_in_both_catalogs(backend, tmp_path,
+                                                                      request, make_services):
+    """PostgreSQL refuses U+0000 in text; a file carrying one past the connectors' binary probe
+    (its first 8 KiB) must index there as it does in SQLite, not fail."""
+    database_url = request.getfixturevalue("postgres_url") if backend == "postgresql" else None
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    padding = "".join(f"Line {i} of the on-call notes.\n" for i in range(400))  # > 8 KiB
+    (folder / "pager.md").write_text(
+        f"# Pager notes\n\n{padding}\nRotate the pager\x00 every Monday at 09:00.\n")
+    services = make_services(tmp_path / "data", database_url=database_url)
+    connector = FolderConnector(FolderConfig(path=folder, readers=["public"]))
+    report = services.pipeline.run("notes", "folder", connector, config={"path": str(folder)})
+    assert report.status == "succeeded" and report.counts.added == 1, report
+    [doc] = services.catalog.documents_of_source("notes").values()
+    assert doc.title == "Pager notes"
+    texts = " ".join(c.text for c in services.catalog.chunks(doc.id))
+    assert "Rotate the pager every Monday at 09:00." in texts and "\x00" not in texts
