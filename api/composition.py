@@ -246,17 +246,24 @@ def build_remote_embeddings(embedding: EmbeddingSettings,
     if embedding.embedding_model_path:
         raise ConfigError("both CITEWISE_EMBEDDING_URL and CITEWISE_EMBEDDING_MODEL_PATH are set",
                           hint="choose the remote model or the local one")
-    gateway = Gateway.from_specs(
-        [ProviderSpec(name="embeddings", base_url=embedding.embedding_url,
-                      model=embedding.embedding_model, api_key=embedding.embedding_api_key,
-                      timeout=embedding.embedding_timeout,
-                      max_concurrency=embedding.embedding_concurrency)],
-        deadline=embedding.embedding_timeout * 3, max_attempts=calls.llm_max_attempts,
-        breaker_threshold=calls.llm_breaker_failures,
-        breaker_reset=calls.llm_breaker_reset)
-    return RemoteEmbeddings(model=embedding.embedding_model, embed=gateway.embed,
-                            dim=embedding.embedding_dim,
-                            concurrency=embedding.embedding_concurrency)
+    url = embedding.embedding_url
+
+    def gateway(name: str, model: str) -> Gateway:
+        return Gateway.from_specs(
+            [ProviderSpec(name=name, base_url=url, model=model,
+                          api_key=embedding.embedding_api_key,
+                          timeout=embedding.embedding_timeout,
+                          max_concurrency=embedding.embedding_concurrency)],
+            deadline=embedding.embedding_timeout * 3, max_attempts=calls.llm_max_attempts,
+            breaker_threshold=calls.llm_breaker_failures,
+            breaker_reset=calls.llm_breaker_reset)
+
+    query_model = embedding.embedding_query_model
+    documents = gateway("embeddings", embedding.embedding_model)
+    return RemoteEmbeddings(
+        model=embedding.embedding_model, embed=documents.embed, dim=embedding.embedding_dim,
+        concurrency=embedding.embedding_concurrency, query_model=query_model,
+        embed_query=gateway("embeddings-query", query_model).embed if query_model else None)
 
 
 def build_dense(settings: Settings) -> DenseEncoder:

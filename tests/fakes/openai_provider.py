@@ -69,6 +69,7 @@ class OpenAIProvider:
         self.requests: list[dict] = []
         self.embedder = None  # texts -> vectors, for /v1/embeddings
         self.embedding_batches: list[int] = []
+        self.embedding_models: list[str] = []  # the model each /v1/embeddings call named
         self.modes_served: list[str] = []
         self.disconnected_after: int | None = None  # chunks sent before the client left
         self.chunks_sent = 0
@@ -185,6 +186,7 @@ class OpenAIProvider:
                 texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 with fake._lock:
                     fake.embedding_batches.append(len(texts))
+                    fake.embedding_models.append(body["model"])
                 vectors = fake.embedder(texts)
                 rows = [{"object": "embedding", "index": i, "embedding": [float(x) for x in v]}
                         for i, v in enumerate(vectors)]

