@@ -109,7 +109,8 @@ def speed(url: str) -> dict:
         for name, enc in encoders.items():
             enc._recent.clear()
             t = time.perf_counter()
-            list(enc._encode_batches([texts[start:start + 32], texts[start + 32:start + 64]]))
+            list(enc._encode_batches([b for b in (texts[start:start + 32],
+                                                  texts[start + 32:start + 64]) if b]))
             took[name] += time.perf_counter() - t
     query_ms: dict[str, list[float]] = {name: [] for name in encoders}
     for _ in range(5):
