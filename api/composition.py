@@ -70,6 +70,7 @@ from citewise.retrieval.rerank import CrossEncoderReranker, HttpReranker, Rerank
 from citewise.retrieval.search import SearchService
 from citewise.retrieval.settings import RetrievalSettings
 from citewise.retrieval.synonyms import Synonyms
+from citewise.retrieval.vocabulary import Vocabulary
 from citewise.settings import CoreSettings, comma_separated, find_source
 from citewise.sqlite import SqliteDatabase
 
@@ -552,7 +553,8 @@ def build_services(settings: Settings) -> Services:
     )
     run_lock, jobs = build_ingest_runs(settings, stores, pipeline)
     retrieval = settings.retrieval
-    search = build_search(retrieval, catalog, index, dense, sparse)
+    search = build_search(retrieval, catalog, index, dense, sparse,
+                          vocabulary_file=vocabulary_path(settings))
     gateway = build_gateway(settings.gateway)
     cache = SemanticCache(catalog, stores.answer_cache,
                           threshold=retrieval.answer_cache_threshold,
@@ -582,14 +584,33 @@ def build_services(settings: Settings) -> Services:
     )
 
 
+def vocabulary_path(settings: Settings) -> Path:
+    """The mined vocabulary's file: ``CITEWISE_VOCABULARY_FILE``, else the data folder's."""
+    return settings.retrieval.vocabulary_file or settings.data.vocabulary_path
+
+
+def build_synonyms(retrieval: RetrievalSettings, vocabulary_file: Path | None) -> Synonyms:
+    """The hand-written synonyms (built in, and the organisation's file) with the mined
+    vocabulary's groups that no veto names, where the file exists (``retrieval/vocabulary.py``);
+    the hand list wins where both know a word."""
+    vocabulary = Vocabulary.load(vocabulary_file) if vocabulary_file else None
+    synonyms = Synonyms.from_file(retrieval.synonyms_file,
+                                  mined=vocabulary.groups() if vocabulary else ())
+    if vocabulary is not None:
+        log.info("mined vocabulary: %d groups applied from %s (%d vetoed)", synonyms.mined,
+                 vocabulary_file, len(vocabulary.entries) - len(vocabulary.applied()))
+    return synonyms
+
+
 def build_search(retrieval: RetrievalSettings, catalog: DocumentCatalog, index: LiveIndex,
-                 dense: DenseEncoder, sparse: Bm25Encoder) -> SearchService:
+                 dense: DenseEncoder, sparse: Bm25Encoder,
+                 vocabulary_file: Path | None = None) -> SearchService:
     return SearchService(
         catalog=catalog, index=index, dense=dense, sparse=sparse,
         prefetch=retrieval.search_prefetch,
         fusion=FusionConfig(retrieval.search_fusion, retrieval.search_dense_weight),
         reranker=build_reranker(retrieval), rerank_candidates=retrieval.rerank_candidates,
-        synonyms=Synonyms.from_file(retrieval.synonyms_file),
+        synonyms=build_synonyms(retrieval, vocabulary_file),
     )
 
 

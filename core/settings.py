@@ -139,6 +139,12 @@ class DataFolder:
         return self.root / "blobs"
 
     @property
+    def vocabulary_path(self) -> Path:
+        """The vocabulary mined from the corpus, with its vetoes (``retrieval/vocabulary.py``),
+        unless ``CITEWISE_VOCABULARY_FILE`` names another file."""
+        return self.root / "vocabulary.toml"
+
+    @property
     def run_lock_path(self) -> Path:
         """The ingest run lock (``ingest/runlock.py``): one run at a time, any process."""
         return self.root / "ingest.lock"

@@ -13,7 +13,7 @@ from citewise.settings import SettingsPart
 
 
 class RetrievalSettings(SettingsPart):
-    relative_paths = frozenset({"synonyms_file"})
+    relative_paths = frozenset({"synonyms_file", "vocabulary_file"})
 
     answer_cache: bool = Field(
         default=True, description="Serve answers to questions close to one asked before, by a "
@@ -39,6 +39,13 @@ class RetrievalSettings(SettingsPart):
         default=None,
         description="Your organisation's shorthand, one group per line (`dotcom, "
         "sourcegraph.com`), added to the built-in on-call synonyms (pg, prom, bounce...).",
+    )
+    vocabulary_file: Path | None = Field(
+        default=None,
+        description="The vocabulary mined from your documents (`citewise vocabulary mine`: "
+        "acronyms, aliases, glossary entries, each with the sentence it came from, minus your "
+        "vetoes); unset = `vocabulary.toml` in the data folder. Read at start; no file, no "
+        "mined vocabulary.",
     )
     rerank_url: str | None = Field(
         default=None,

@@ -15,6 +15,14 @@ a product's code name) with a synonyms file, one group per line::
     # <word>, <word>, ...
     dotcom, sourcegraph.com
     wh, whitehall
+
+The vocabulary mined from the corpus (``vocabulary.py``: "incident commander (IC)", "GitLab.com
+(also called dotcom)") comes in as ``mined`` groups, after review. The hand list wins: a word
+that a hand-written group holds is left out of every mined group, so "pg" means what the hand
+list says, and no mined group adds "pg" to another word (a group left with one word is
+dropped). A mined group's member may be a phrase ("incident commander"): a question that says
+the phrase gets the other members too (a hand-written group is looked up by its single words
+only, as it always was).
 """
 
 from __future__ import annotations
@@ -68,20 +76,49 @@ BUILT_IN: tuple[tuple[str, ...], ...] = (
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+-]*[A-Za-z0-9]|[A-Za-z0-9]")
 
 
+# The longest phrase looked up as one member ("google cloud", "incident manager on call").
+_LONGEST_PHRASE = 5
+
+Groups = tuple[tuple[str, ...], ...] | list[tuple[str, ...]]
+
+
+def _normal(word: str) -> str:
+    return " ".join(word.strip().lower().split())
+
+
 class Synonyms:
-    def __init__(self, groups: tuple[tuple[str, ...], ...] | list[tuple[str, ...]] = BUILT_IN):
+    def __init__(self, groups: Groups = BUILT_IN, mined: Groups = ()) -> None:
         self._by_word: dict[str, list[str]] = {}
+        self.mined = 0  # mined groups that add something the hand list does not
         for group in groups:
-            words = [w.strip().lower() for w in group if w.strip()]
-            for w in words:
-                others = self._by_word.setdefault(w, [])
-                others.extend(o for o in words if o != w and o not in others)
+            # A hand-written group is looked up by its single words, as it always was.
+            self._add([_normal(w) for w in group if w.strip()], phrases=False)
+        hand = set(self._by_word)
+        for group in mined:
+            # The hand list owns its words: a mined group neither adds to them nor adds them.
+            words = [w for w in (_normal(w) for w in group if w.strip()) if w not in hand]
+            if len(words) >= 2 and self._add(words):
+                self.mined += 1
+        self._longest = max((len(w.split()) for w in self._by_word), default=1)
+        self._longest = min(self._longest, _LONGEST_PHRASE)
+
+    def _add(self, words: list[str], phrases: bool = True) -> bool:
+        added = False
+        for w in words:
+            if " " in w and not phrases:
+                continue
+            others = self._by_word.setdefault(w, [])
+            new = [o for o in words if o != w and o not in others]
+            others.extend(new)
+            added = added or bool(new)
+        return added
 
     @classmethod
-    def from_file(cls, path: Path | str | None) -> Synonyms:
-        """The built-in groups, plus the groups of ``path`` when one is given."""
+    def from_file(cls, path: Path | str | None, mined: Groups = ()) -> Synonyms:
+        """The built-in groups, plus the groups of ``path`` when one is given, plus the
+        ``mined`` groups where the hand-written ones do not know the word."""
         if path is None:
-            return cls()
+            return cls(mined=mined)
         path = Path(path)
         try:
             text = path.read_text(encoding="utf-8")
@@ -102,16 +139,26 @@ class Synonyms:
                     hint="one group per line, comma-separated: pg, postgres, postgresql",
                 )
             groups.append(words)
-        return cls(groups)
+        return cls(groups, mined)
 
     def additions(self, text: str) -> list[str]:
         """The words to add to ``text``: the other members of the groups its words belong to,
         leaving out what it already says."""
-        present = {w.lower() for w in _WORD.findall(text)}
-        low = text.lower()
+        words = [w.lower() for w in _WORD.findall(text)]
+        present = set(words)
+        # Phrases of the question, for members that are phrases ("incident commander").
+        for n in range(2, self._longest + 1):
+            present.update(" ".join(words[i:i + n]) for i in range(len(words) - n + 1))
+        low = " ".join(words)
         out: list[str] = []
         for w in present:
             for other in self._by_word.get(w, ()):
-                if other not in present and other not in out and other not in low:
+                if other not in present and other not in out and not _says(low, other):
                     out.append(other)
         return sorted(out)
+
+
+def _says(low: str, phrase: str) -> bool:
+    """Whether the question's words (lowercase, one space apart) hold ``phrase`` whole: "ic" is
+    not said by "topic"."""
+    return re.search(rf"(?<![a-z0-9]){re.escape(phrase)}(?![a-z0-9])", low) is not None

@@ -101,6 +101,8 @@ SURFACE: list[tuple[str, Any, Any, Any, str, Any]] = [
     ("search_dense_weight", 0.6, 0.7, 0.7, "0.8", 0.8),
     ("synonyms_file", None, "toml-synonyms.txt", HERE / "toml-synonyms.txt",
      "/nonexistent/env-synonyms.txt", Path("/nonexistent/env-synonyms.txt")),
+    ("vocabulary_file", None, "toml-vocabulary.toml", HERE / "toml-vocabulary.toml",
+     "/nonexistent/env-vocabulary.toml", Path("/nonexistent/env-vocabulary.toml")),
     ("rerank_url", None, "toml-rerank_url", "toml-rerank_url", "env-rerank_url",
      "env-rerank_url"),
     ("rerank_model", None, "toml-rerank_model", "toml-rerank_model", "env-rerank_model",
