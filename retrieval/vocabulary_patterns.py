@@ -51,15 +51,14 @@ class Found:
 
 # Words an acronym's letters may skip ("Single Source of Truth" -> SSOT), or use ("DoD").
 _MINOR = frozenset("of and the for to in on a an with by at or & via".split())
+_PRONOUNS = frozenset("it its they them this that these those we you he she i there".split())
 # Words a name does not start or end with: where the noun phrase before a parenthesis stops.
-_NOT_NAME = STOPWORDS | frozenset(
+_NOT_NAME = STOPWORDS | _PRONOUNS | frozenset(
     """more most one some all any each other such using use used via like also e.g. i.e. etc
     sometimes often usually always never may might must should could would itself themselves
     himself herself yourself ourselves multiple several many various few
     see per not no only just very its than both either neither about after before over under
     between through during without within above below up down out off here""".split())
-_PRONOUNS = frozenset("it its they them this that these those we you he she i there".split())
-_NOT_NAME |= _PRONOUNS
 _ALIAS_MARKER = (r"also\s+called|also\s+known\s+as|also\s+referred\s+to\s+as|"
                  r"a\.k\.a\.?|aka\.?|sometimes\s+called|otherwise\s+known\s+as")
 # "aka, minor issues" is an aside, not a name: no comma after the marker.
@@ -180,7 +179,7 @@ def _alias_names(text: str) -> list[str]:
         words = [w for w in words if w]
         while words and words[0].lower() in ("a", "an", "the"):
             words = words[1:]
-        if not words or len(words) > 4 or words[0].lower() in _NOT_NAME | _PRONOUNS:
+        if not words or len(words) > 4 or words[0].lower() in _NOT_NAME:
             return []
         if words[-1].lower() in _NOT_NAME or any(w.isdigit() for w in words):
             return []
@@ -278,7 +277,7 @@ def in_term(term: str, meaning: str, sentence: str, *, glossary: bool) -> list[F
             if spells(letters, words[:k]):
                 long = " ".join(words[:k])
                 return [Found((term, long), "glossary", sentence)] if _usable(term, long) else []
-    if glossary and len(words) <= 3 and words[0].lower() not in _NOT_NAME | _PRONOUNS \
+    if glossary and len(words) <= 3 and words[0].lower() not in _NOT_NAME \
             and words[-1].lower() not in _NOT_NAME and not acronym_spellings(term):
         name = " ".join(words)
         if _usable(term, name) and not any(c in name for c in "[]()<>|=#/"):
