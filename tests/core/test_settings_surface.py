@@ -235,7 +235,7 @@ def test_every_setting_is_a_variable_and_a_key_and_nothing_else(no_settings):
     removed = {"api_keys"}
     assert sorted(n for n in values if n not in tables | removed | {"config_file"}) == \
         sorted(NAMES)
-    assert len(NAMES) == len(set(NAMES)) == 101
+    assert len(NAMES) == len(set(NAMES)) == 102
 
 
 def test_defaults(no_settings):
