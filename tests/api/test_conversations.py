@@ -178,6 +178,8 @@ def test_a_conversation_holds_at_most_the_configured_turns(data):
 
 
 def test_the_right_document_is_kept_and_exported_as_golden_set_entries(data, tmp_path):
+    from citewise.api.ranking.training import load_training_questions
+
     with client(data) as c:
         good = ask(c, "How do I fail over the Redis primary?")
         c.post(f"/v1/answers/{good['answer_id']}/feedback", json={"helpful": True},
@@ -211,3 +213,5 @@ def test_the_right_document_is_kept_and_exported_as_golden_set_entries(data, tmp
     for r in rows:
         assert r["answerable"] is True and r["split"] == "feedback"
         assert r["must_contain_any"] == [] and r["kind"] and r["from_answer"]
+    # The trainer takes the file as it is.
+    assert len(load_training_questions([golden]).questions) == 2
