@@ -64,13 +64,16 @@ def rank() -> None:
               help="Fused chunks the stage re-scores per search.")
 @click.option("--folds", default=5, show_default=True, type=click.IntRange(2, 20),
               help="Cross-validation folds (grouped by question).")
-@click.option("--trees", default=150, show_default=True, type=click.IntRange(1, 2000))
-@click.option("--leaves", default=7, show_default=True, type=click.IntRange(2, 255))
+@click.option("--trees", default=30, show_default=True, type=click.IntRange(1, 2000))
+@click.option("--leaves", default=3, show_default=True, type=click.IntRange(2, 255))
 @click.option("--learning-rate", default=0.05, show_default=True, type=float)
+@click.option("--prior", default=20.0, show_default=True, type=click.FloatRange(0, 100),
+              help="Start from the fused order: the fused score's weight in the final score "
+                   "(the trees learn corrections to it); 0 learns the order from nothing.")
 @click.option("--dry-run", is_flag=True, help="Cross-validate and report; write no model.")
 @click.pass_obj
 def rank_train(obj: Context, qa_files, out, candidates, folds, trees, leaves, learning_rate,
-               dry_run) -> None:
+               prior, dry_run) -> None:
     """Train the learned ranking stage on golden-set questions, cross-validated."""
     from pathlib import Path
 
@@ -78,7 +81,8 @@ def rank_train(obj: Context, qa_files, out, candidates, folds, trees, leaves, le
     from citewise.api.ranking import training
     from citewise.ingest.progress import TerminalProgress
 
-    params = training.Params(trees=trees, leaves=leaves, learning_rate=learning_rate)
+    params = training.Params(trees=trees, leaves=leaves, learning_rate=learning_rate,
+                             prior=prior)
     try:
         chosen = training.load_training_questions(qa_files)
         for why, n in chosen.left_out.items():
@@ -115,8 +119,10 @@ def rank_train(obj: Context, qa_files, out, candidates, folds, trees, leaves, le
             chosen, groups, params, cv, candidates=candidates, index_model=model_id))
         latency = training.stage_latency(model, groups)
         model.trained["stage_latency"] = latency
-        click.echo(f"the stage adds {latency['p50_ms']:.2f} ms at p50, {latency['p95_ms']:.2f} "
-                   f"ms at p95 to a search ({latency['searches']} searches, cold cache)")
+        click.echo(f"the stage adds {latency['cold_p50_ms']:.2f} ms at p50 "
+                   f"({latency['cold_p95_ms']:.2f} at p95) to a search from a cold cache, "
+                   f"{latency['warm_p50_ms']:.2f} ({latency['warm_p95_ms']:.2f}) with its "
+                   f"chunks' terms cached ({latency['searches']:.0f} searches)")
         path = Path(out) if out else rank_model_path(obj.settings)
         model.save(path)
     except CitewiseError as e:

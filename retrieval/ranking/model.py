@@ -7,6 +7,7 @@ One JSON document:
 {"format": "citewise-rank-model", "format_version": 1,
  "features": ["fused_score", ...],          # the row order it was trained on (features.py)
  "candidates": 50,                           # how many fused chunks it re-scores
+ "prior": 5.0,                               # the fused score's weight in the final score
  "trained": {...},                           # when, on what (files, questions, rows), the
                                              # parameters, the cross-validation figures
  "booster": "<LightGBM's model text>"}
@@ -41,6 +42,10 @@ class RankModel:
     features: tuple[str, ...] = FEATURES
     candidates: int = 50
     trained: dict[str, Any] = field(default_factory=dict)
+    # The trees learn corrections to the fused order, not an order from nothing: the boosting
+    # starts from ``prior`` x the fused score (LightGBM's init_score), so a score is that plus
+    # the trees' sum. A few dozen questions are too few to learn a whole ranking from.
+    prior: float = 0.0
 
     def __post_init__(self) -> None:
         import lightgbm
@@ -54,14 +59,18 @@ class RankModel:
             return []
         import numpy as np
 
-        predicted = self._booster.predict(np.asarray(rows, dtype=np.float64), num_threads=1)
-        return [float(x) for x in predicted]
+        x = np.asarray(rows, dtype=np.float64)
+        predicted = self._booster.predict(x, num_threads=1)
+        if self.prior:
+            predicted = predicted + self.prior * x[:, FEATURES.index("fused_score")]
+        return [float(v) for v in predicted]
 
     def save(self, path: Path) -> None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         document = {"format": FORMAT, "format_version": FORMAT_VERSION,
                     "features": list(self.features), "candidates": self.candidates,
+                    "prior": self.prior,
                     "trained": _plain(self.trained), "booster": self.booster_text}
         tmp = path.with_name(path.name + ".tmp")
         tmp.unlink(missing_ok=True)
@@ -96,6 +105,7 @@ class RankModel:
         try:
             return cls(booster_text=str(document["booster"]), features=features,
                        candidates=int(document.get("candidates", 50)),
+                       prior=float(document.get("prior") or 0.0),
                        trained=dict(document.get("trained") or {}))
         except Exception as e:  # LightGBM raises its own error for a damaged booster
             raise ConfigError(f"the ranking model {path} is damaged: {e}", hint=RETRAIN) from None

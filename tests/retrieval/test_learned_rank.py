@@ -24,7 +24,8 @@ from tests.rank_kb import TOPICS, golden_rows, question, slug, write_rank_kb
 ANYONE = Identity.anonymous()
 # Trained on the first nine topics; the last three are never seen in training.
 SEEN, UNSEEN = TOPICS[:9], TOPICS[9:]
-SMALL = training.Params(trees=60, leaves=7, min_rows_per_leaf=10)
+# Learned from nothing (no prior): here the fused order is wrong for most questions.
+SMALL = training.Params(trees=60, leaves=7, min_rows_per_leaf=10, prior=0.0)
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +79,8 @@ def test_features_of_real_candidates_say_what_each_chunk_is(data):
         services.close()
     assert len(rows) == len(results) > 10 and all(len(r) == len(FEATURES) for r in rows)
     col = {name: i for i, name in enumerate(FEATURES)}
-    by_place = {(r.path, r.heading.split(" > ")[-1]): row for r, row in zip(results, rows)}
+    by_place = {(r.path, r.heading.split(" > ")[-1]): row for r, row in
+                zip(results, rows, strict=True)}
     mitigation = by_place[(f"runbooks/{slug(topic)}.md", "Mitigation")]
     history = by_place[(f"history/{slug(topic)}.md", "Background")]
     # The alert named in the question is the runbook's title; the history page never names it.
@@ -195,9 +197,28 @@ def test_the_golden_set_figures_come_per_split_with_and_without_the_model(data, 
                                                parse_config("default"))
         finally:
             services.close()
-    for learned, f in figures.items():
+    for f in figures.values():
         assert f["questions"] == len(TOPICS)
         assert {s: v["questions"] for s, v in f["by_split"].items()} == {
             "tune": len(SEEN), "test": len(UNSEEN)}
     assert figures[False]["by_split"]["test"]["hit@1"] == 0.0
     assert figures[True]["by_split"]["test"]["hit@1"] == 1.0
+
+
+def test_a_model_that_starts_from_the_fused_order_keeps_it_unless_taught_otherwise(data,
+                                                                                    golden):
+    """``prior``: boosting starts from the fused score, so a model of one shallow tree over a
+    heavy prior ranks as fusion does, and the same data without the prior does not."""
+    services = build_services(Settings(data_dir=data, rank_learned=False))
+    try:
+        questions = training.load_training_questions([golden]).questions
+        groups = training.collect(services.search, questions, depth=50)
+    finally:
+        services.close()
+    anchored = training.fit(groups, training.Params(trees=1, leaves=2, min_rows_per_leaf=10,
+                                                    prior=1000.0), candidates=50)
+    assert anchored.prior == 1000.0
+    assert all(training.model_order(anchored, g)[:3] == training.fused_order(g)[:3]
+               for g in groups)
+    free = training.fit(groups, SMALL, candidates=50)
+    assert any(training.model_order(free, g)[0] != 0 for g in groups)
