@@ -49,6 +49,10 @@ def test_a_blind_set_is_refused_and_a_file_of_test_rows_trains_nothing(tmp_path)
         load_training_questions([_write(tmp_path / "ok.jsonl", golden_rows(TOPICS[3:6])),
                                  blind])
     assert "tune split" in refused.value.hint
+    # The repository's own blind set, refused by its name before a line of it is read.
+    with pytest.raises(InvalidRequestError, match="blind set"):
+        load_training_questions([Path(__file__).resolve().parents[2] / "bench" / "golden"
+                                 / "blind.jsonl"])
     with pytest.raises(InvalidRequestError, match="no trainable questions"):
         load_training_questions([_write(tmp_path / "test.jsonl",
                                         golden_rows(TOPICS, "test"))])
