@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from citewise.api.answering import Answering
 from citewise.api.conversation_store import ConversationStore
 from citewise.api.conversations import Conversations
+from citewise.api.feedback_counts import StoredFeedbackCounts
 from citewise.api.guardrails import Guardrails
 from citewise.api.identity.authenticate import Authenticator, GroupBounds
 from citewise.api.identity.groups import GroupMap
@@ -66,6 +67,10 @@ from citewise.retrieval.answering.cache import SemanticCache
 from citewise.retrieval.answering.cache_store import AnswerCacheStore, InMemoryAnswerCache
 from citewise.retrieval.fusion import FusionConfig
 from citewise.retrieval.library import DeclaredSource, LibraryService
+from citewise.retrieval.ranking.features import RankFeatures
+from citewise.retrieval.ranking.model import DEFAULT_FILE as DEFAULT_RANK_MODEL_FILE
+from citewise.retrieval.ranking.model import RankModel
+from citewise.retrieval.ranking.stage import LearnedStage
 from citewise.retrieval.rerank import CrossEncoderReranker, HttpReranker, Reranker
 from citewise.retrieval.search import SearchService
 from citewise.retrieval.settings import RetrievalSettings
@@ -529,6 +534,8 @@ def build_gateway(settings: GatewaySettings) -> Gateway | None:
 
 def build_services(settings: Settings) -> Services:
     check_vector_store(settings)
+    # Before anything is opened: a model file that cannot be used stops the start cleanly.
+    rank_model = load_rank_model(settings)
     private_folder(settings.data_dir)
     warn_if_open(settings.data_dir)
     stores = build_stores(settings)
@@ -553,8 +560,10 @@ def build_services(settings: Settings) -> Services:
     )
     run_lock, jobs = build_ingest_runs(settings, stores, pipeline)
     retrieval = settings.retrieval
+    learned = None if rank_model is None else LearnedStage(
+        rank_model, RankFeatures(StoredFeedbackCounts(stores.conversations)))
     search = build_search(retrieval, catalog, index, dense, sparse,
-                          vocabulary_file=vocabulary_path(settings))
+                          vocabulary_file=vocabulary_path(settings), learned=learned)
     gateway = build_gateway(settings.gateway)
     cache = SemanticCache(catalog, stores.answer_cache,
                           threshold=retrieval.answer_cache_threshold,
@@ -604,14 +613,39 @@ def build_synonyms(retrieval: RetrievalSettings, vocabulary_file: Path | None) -
 
 def build_search(retrieval: RetrievalSettings, catalog: DocumentCatalog, index: LiveIndex,
                  dense: DenseEncoder, sparse: Bm25Encoder,
-                 vocabulary_file: Path | None = None) -> SearchService:
+                 vocabulary_file: Path | None = None,
+                 learned: LearnedStage | None = None) -> SearchService:
     return SearchService(
         catalog=catalog, index=index, dense=dense, sparse=sparse,
         prefetch=retrieval.search_prefetch,
         fusion=FusionConfig(retrieval.search_fusion, retrieval.search_dense_weight),
         reranker=build_reranker(retrieval), rerank_candidates=retrieval.rerank_candidates,
         synonyms=build_synonyms(retrieval, vocabulary_file),
+        learned=learned,
     )
+
+
+def rank_model_path(settings: Settings) -> Path:
+    """Where the learned ranking model is read from and `citewise rank train` writes it."""
+    return settings.retrieval.rank_model_file or settings.data_dir / DEFAULT_RANK_MODEL_FILE
+
+
+def load_rank_model(settings: Settings) -> RankModel | None:
+    """The learned second stage's model when a model file is present (and not switched off);
+    None otherwise, and search is the fused ranking alone. A file that is there but cannot be
+    used (another format version, other features) stops the start with what to do."""
+    if not settings.retrieval.rank_learned:
+        return None
+    path = rank_model_path(settings)
+    if not path.is_file():
+        if settings.retrieval.rank_model_file is not None:
+            raise ConfigError(f"CITEWISE_RANK_MODEL_FILE names {path}, which does not exist",
+                              hint="train one with `citewise rank train --qa GOLDEN.jsonl`, or "
+                                   "unset the setting to search without a learned stage")
+        return None
+    model = RankModel.load(path)
+    log.info("learned ranking stage on: %s (%s candidates)", path, model.candidates)
+    return model
 
 
 def build_evaluation_search(services: Services, max_top_k: int) -> SearchService:

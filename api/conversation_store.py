@@ -53,6 +53,9 @@ class FeedbackRow:
     comment: str | None
     wrong_citation: int | None
     created_at: str
+    # Not helpful, and the right document was this (a path, `<source>/<path>` or a link, as
+    # the person wrote it): `citewise feedback export --golden` makes it a golden-set entry.
+    right_document: str | None = None
 
 
 class ConversationStore(Protocol):
@@ -88,11 +91,12 @@ class ConversationStore(Protocol):
         ...
 
     def add_feedback(self, answer_id: str, principal: str, helpful: bool, comment: str | None,
-                     wrong_citation: int | None, at: str) -> None: ...
+                     wrong_citation: int | None, at: str,
+                     right_document: str | None = None) -> None: ...
 
     def feedback_since(self, since: str) -> list[tuple[dict, StoredAnswer]]:
         """Feedback given since ``since`` (``helpful``, ``comment``, ``wrong_citation``,
-        ``created_at``) with the answer it is about, oldest first."""
+        ``right_document``, ``created_at``) with the answer it is about, oldest first."""
         ...
 
     # A copy of the whole store (``citewise migrate-catalog``: another installation's records

@@ -240,13 +240,15 @@ class Conversations:
                 "withheld": turn.withheld is not None}
 
     def feedback(self, answer_id: str, viewer: Viewer, *, helpful: bool, comment: str | None,
-                 wrong_citation: int | None) -> dict:
+                 wrong_citation: int | None, right_document: str | None = None) -> dict:
         self.answer(answer_id, viewer)
         at = _iso(_now())
+        right_document = (right_document or "").strip() or None
         self.store.add_feedback(answer_id, viewer.principal or viewer.owner, helpful, comment,
-                                wrong_citation, at)
+                                wrong_citation, at, right_document=right_document)
         return {"answer_id": answer_id, "helpful": helpful, "comment": comment,
-                "wrong_citation": wrong_citation, "created_at": at}
+                "wrong_citation": wrong_citation, "right_document": right_document,
+                "created_at": at}
 
     def feedback_export(self, since: str | None = None) -> list[dict]:
         """Feedback with its question and answer, as golden-set candidates: a helpful answer's
@@ -260,6 +262,7 @@ class Conversations:
                 "expected_sources": sorted({c.path or c.url or c.document_id for c in cited})
                 if given["helpful"] else [],
                 "helpful": given["helpful"], "comment": given["comment"],
-                "wrong_citation": wrong, "answer": stored.answer.answer,
+                "wrong_citation": wrong, "right_document": given.get("right_document"),
+                "answer": stored.answer.answer,
                 "answer_id": stored.id, "at": given["created_at"]})
         return out

@@ -56,6 +56,8 @@ SCHEMA = StoreSchema("conversations", (
     CREATE INDEX feedback_at ON feedback (created_at);
     CREATE INDEX feedback_answer ON feedback (answer_id);
     """),
+    # "Not helpful: the right document was ...": what `feedback export --golden` learns from.
+    Migration("ALTER TABLE feedback ADD COLUMN right_document TEXT"),
 ))
 
 _CONVERSATION = "id, owner, title, created_at, updated_at, turns"
@@ -126,20 +128,22 @@ class PostgresConversationStore(PostgresStore):
         return len(ids)
 
     def add_feedback(self, answer_id: str, principal: str, helpful: bool, comment: str | None,
-                     wrong_citation: int | None, at: str) -> None:
+                     wrong_citation: int | None, at: str,
+                     right_document: str | None = None) -> None:
         self.database.execute(
             "INSERT INTO feedback (answer_id, principal, helpful, comment, wrong_citation, "
-            "created_at) VALUES (%s, %s, %s, %s, %s, %s)",
-            [answer_id, principal, helpful, comment, wrong_citation, at])
+            "created_at, right_document) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            [answer_id, principal, helpful, comment, wrong_citation, at, right_document])
 
     def feedback_since(self, since: str) -> list[tuple[dict[str, Any], StoredAnswer]]:
         columns = ", ".join(f"a.{c.strip()}" for c in _ANSWER.split(","))
         rows = self.database.rows(
             "SELECT f.helpful, f.comment, f.wrong_citation, f.created_at AS given_at, "
-            f"{columns} FROM feedback f JOIN answers a ON a.id = f.answer_id "
+            f"f.right_document, {columns} FROM feedback f JOIN answers a ON a.id = f.answer_id "
             "WHERE f.created_at >= %s ORDER BY f.created_at, f.id", [since])
         return [({"helpful": r["helpful"], "comment": r["comment"],
-                  "wrong_citation": r["wrong_citation"], "created_at": r["given_at"]},
+                  "wrong_citation": r["wrong_citation"], "created_at": r["given_at"],
+                  "right_document": r["right_document"]},
                  _answer(r)) for r in rows]
 
     # A copy of the whole store -------------------------------------------------------------------
@@ -155,12 +159,12 @@ class PostgresConversationStore(PostgresStore):
 
     def export_feedback(self) -> Iterator[tuple[int, FeedbackRow]]:
         for r in self.database.rows(
-                "SELECT id, answer_id, principal, helpful, comment, wrong_citation, created_at "
-                "FROM feedback ORDER BY id"):
+                "SELECT id, answer_id, principal, helpful, comment, wrong_citation, created_at, "
+                "right_document FROM feedback ORDER BY id"):
             yield r["id"], FeedbackRow(
                 answer_id=r["answer_id"], principal=r["principal"], helpful=r["helpful"],
                 comment=r["comment"], wrong_citation=r["wrong_citation"],
-                created_at=r["created_at"])
+                created_at=r["created_at"], right_document=r["right_document"])
 
     def import_conversations(self, rows: list[ConversationRow]) -> None:
         with self.database.transaction() as conn:
@@ -190,10 +194,11 @@ class PostgresConversationStore(PostgresStore):
             for row_id, f in rows:
                 added = conn.execute(
                     "INSERT INTO feedback (id, answer_id, principal, helpful, comment, "
-                    "wrong_citation, created_at) OVERRIDING SYSTEM VALUE "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING RETURNING id",
+                    "wrong_citation, created_at, right_document) OVERRIDING SYSTEM VALUE "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING "
+                    "RETURNING id",
                     [row_id, f.answer_id, f.principal, f.helpful, f.comment, f.wrong_citation,
-                     f.created_at]).fetchone()
+                     f.created_at, f.right_document]).fetchone()
                 new += added is not None
             if new:
                 # The ids given move the identity past them: feedback given later comes after.

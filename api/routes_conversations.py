@@ -31,12 +31,18 @@ CONVERSATION_ID = r"^[0-9a-f]{32}$"
 
 class FeedbackRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={
-        "examples": [{"helpful": False, "comment": "step 2 is outdated", "wrong_citation": 2}]})
+        "examples": [{"helpful": False, "comment": "step 2 is outdated", "wrong_citation": 2,
+                      "right_document": "runbooks/redis-cache-failover.md"}]})
 
     helpful: bool
     comment: str | None = Field(default=None, max_length=2000)
     wrong_citation: int | None = Field(default=None, ge=1, le=100,
                                        description="The [n] that points at the wrong place.")
+    right_document: str | None = Field(
+        default=None, max_length=1000,
+        description="Not helpful, and the right document was this: its path, "
+        "`<source>/<path>` or link, as you know it. `citewise feedback export --golden` turns "
+        "it into a golden-set entry that evaluation and the learned ranking learn from.")
 
 
 class ConversationSummary(ResponseBody):
@@ -78,6 +84,7 @@ class FeedbackView(ResponseBody):
     helpful: bool
     comment: str | None
     wrong_citation: int | None
+    right_document: str | None = None
     created_at: str
 
 
@@ -114,9 +121,9 @@ def delete_conversation(request: Request, who: Annotated[Caller, Depends(caller)
              responses=problems({404: "No such answer of the caller's."}))
 def feedback(answer_id: Annotated[str, Path(pattern=CONVERSATION_ID)], body: FeedbackRequest,
              request: Request, who: Annotated[Caller, Depends(caller)]) -> dict:
-    """Helpful or not, with a comment and the citation that was wrong; kept with the question,
-    the answer and its citations (`citewise feedback export` turns them into golden-set
-    candidates)."""
+    """Helpful or not, with a comment, the citation that was wrong and the document that
+    was right; kept with the question, the answer and its citations (`citewise feedback
+    export --golden` turns them into golden-set entries)."""
     return request.app.state.services.conversations.feedback(
         answer_id, Viewer.of(who), helpful=body.helpful, comment=body.comment,
-        wrong_citation=body.wrong_citation)
+        wrong_citation=body.wrong_citation, right_document=body.right_document)

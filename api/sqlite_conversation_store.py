@@ -48,6 +48,8 @@ SCHEMA = StoreSchema("conversations", (
     );
     CREATE INDEX feedback_at ON feedback(created_at);
     """, shipped_as=7),
+    # "Not helpful: the right document was ...": what `feedback export --golden` learns from.
+    Migration("ALTER TABLE feedback ADD COLUMN right_document TEXT"),
 ))
 
 _CONVERSATION = "id, owner, title, created_at, updated_at, turns"
@@ -119,20 +121,21 @@ class SqliteConversationStore(SqliteStore):
         return len(ids)
 
     def add_feedback(self, answer_id: str, principal: str, helpful: bool, comment: str | None,
-                     wrong_citation: int | None, at: str) -> None:
+                     wrong_citation: int | None, at: str,
+                     right_document: str | None = None) -> None:
         self._conn().execute(
             "INSERT INTO feedback (answer_id, principal, helpful, comment, wrong_citation, "
-            "created_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (answer_id, principal, int(helpful), comment, wrong_citation, at))
+            "created_at, right_document) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (answer_id, principal, int(helpful), comment, wrong_citation, at, right_document))
 
     def feedback_since(self, since: str) -> list[tuple[dict, StoredAnswer]]:
         columns = ", ".join(f"a.{c.strip()}" for c in _ANSWER.split(","))
         rows = self._conn().execute(
-            f"SELECT f.helpful, f.comment, f.wrong_citation, f.created_at, {columns} "
-            "FROM feedback f JOIN answers a ON a.id = f.answer_id WHERE f.created_at >= ? "
-            "ORDER BY f.created_at", (since,)).fetchall()
+            f"SELECT f.helpful, f.comment, f.wrong_citation, f.created_at, f.right_document, "
+            f"{columns} FROM feedback f JOIN answers a ON a.id = f.answer_id "
+            "WHERE f.created_at >= ? ORDER BY f.created_at, f.id", (since,)).fetchall()
         return [({"helpful": bool(r[0]), "comment": r[1], "wrong_citation": r[2],
-                  "created_at": r[3]}, _answer(r[4:])) for r in rows]
+                  "created_at": r[3], "right_document": r[4]}, _answer(r[5:])) for r in rows]
 
     # A copy of the whole store -------------------------------------------------------------------
     def export_conversations(self) -> Iterator[ConversationRow]:
@@ -145,10 +148,11 @@ class SqliteConversationStore(SqliteStore):
 
     def export_feedback(self) -> Iterator[tuple[int, FeedbackRow]]:
         for r in self._conn().execute(
-                "SELECT id, answer_id, principal, helpful, comment, wrong_citation, created_at "
-                "FROM feedback ORDER BY id"):
+                "SELECT id, answer_id, principal, helpful, comment, wrong_citation, created_at, "
+                "right_document FROM feedback ORDER BY id"):
             yield r[0], FeedbackRow(answer_id=r[1], principal=r[2], helpful=bool(r[3]),
-                                    comment=r[4], wrong_citation=r[5], created_at=r[6])
+                                    comment=r[4], wrong_citation=r[5], created_at=r[6],
+                                    right_document=r[7])
 
     def import_conversations(self, rows: list[ConversationRow]) -> None:
         with self.database.transaction():
@@ -171,10 +175,11 @@ class SqliteConversationStore(SqliteStore):
         with self.database.transaction():
             return sum(self._conn().execute(
                 "INSERT INTO feedback (id, answer_id, principal, helpful, comment, "
-                "wrong_citation, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "wrong_citation, created_at, right_document) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT(id) DO NOTHING",
                 (row_id, f.answer_id, f.principal, int(f.helpful), f.comment,
-                 f.wrong_citation, f.created_at)).rowcount for row_id, f in rows)
+                 f.wrong_citation, f.created_at, f.right_document)).rowcount
+                for row_id, f in rows)
 
 
 def _answer(row) -> StoredAnswer:

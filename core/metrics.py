@@ -15,6 +15,11 @@ SEARCH_LATENCY = Histogram(
     "Time to run one search (embedding the query included)",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
+SEARCH_RANK_LATENCY = Histogram(
+    "citewise_search_rank_seconds",
+    "Time the learned second stage adds to one search (features and model; off = never seen)",
+    buckets=(0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.025, 0.05),
+)
 ANSWERS = Counter("citewise_answers_total", "Answers given", ["mode", "abstained"])
 INGEST_DOCUMENTS = Counter(
     "citewise_ingest_documents_total", "Documents processed by ingest runs", ["source", "outcome"]

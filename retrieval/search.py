@@ -19,7 +19,7 @@ import logging
 import time
 from collections import OrderedDict
 from threading import Lock
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -32,6 +32,7 @@ from citewise.index.payload import ChunkPayload
 from citewise.index.sparse import Bm25Encoder
 from citewise.index.vector_index import IndexFilter, SparseVector, VectorHit, VectorIndex
 from citewise.retrieval.fusion import FusionConfig, fuse
+from citewise.retrieval.ranking.signals import Signals
 from citewise.retrieval.rerank import Reranker, RerankError
 from citewise.retrieval.synonyms import Synonyms
 from citewise.types import Identity, SearchFilters
@@ -99,6 +100,20 @@ class SearchResult(Passage):
         )
 
 
+class SecondStage(Protocol):
+    """Re-scores the best fused candidates of a hybrid search (``ranking/stage.py``)."""
+
+    @property
+    def candidates(self) -> int:
+        """How many fused chunks it re-scores."""
+        ...
+
+    def reorder(self, query: str, results: list[SearchResult],
+                signals: Signals) -> list[SearchResult]:
+        """``results`` (fused order) best first, each with its new score."""
+        ...
+
+
 class SearchService:
     def __init__(
         self,
@@ -113,6 +128,7 @@ class SearchService:
         reranker: Reranker | None = None,
         rerank_candidates: int = 20,
         synonyms: Synonyms | None = None,
+        learned: SecondStage | None = None,
     ) -> None:
         self.catalog = catalog
         self.index = index
@@ -127,6 +143,9 @@ class SearchService:
         self.rerank_candidates = rerank_candidates
         # On-call shorthand spelled out ("pg" -> postgres): added to the query, never replacing it.
         self.synonyms = synonyms if synonyms is not None else Synonyms()
+        # Optional (on when a ranking model file is present): re-scores the best fused
+        # candidates of a hybrid search before the page is cut (``ranking/``).
+        self.learned = learned
         self._query_vectors: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
         self._cache_lock = Lock()
 
@@ -178,8 +197,38 @@ class SearchService:
         filters: SearchFilters | None = None,
         mode: SearchMode = "hybrid",
         fusion: FusionConfig | None = None,
+        learned: bool = True,
     ) -> list[SearchResult]:
-        """Best chunks first. ``fusion`` overrides the service's fusion for this one call."""
+        """Best chunks first. ``fusion`` overrides the service's fusion for this one call;
+        ``learned=False`` leaves the learned stage out of it (the fused ranking alone)."""
+        started = time.perf_counter()
+        stage = self.learned if learned and mode == "hybrid" else None
+        wanted = top_k
+        if stage is not None:
+            wanted = max(wanted, stage.candidates)
+        if self.reranker is not None:
+            wanted = max(wanted, self.rerank_candidates)
+        results, signals = self._fused(query, identity, top_k, wanted, filters, mode, fusion,
+                                       stage is not None)
+        if stage is not None:
+            ranking = time.perf_counter()
+            results = stage.reorder(query.strip(), results, signals)
+            metrics.SEARCH_RANK_LATENCY.observe(time.perf_counter() - ranking)
+        if self.reranker is not None:
+            results = self._rerank(self.reranker, query.strip(),
+                                   results[:max(top_k, self.rerank_candidates)])
+        metrics.SEARCH_LATENCY.observe(time.perf_counter() - started)
+        return results[:top_k]
+
+    def candidates(self, query: str, identity: Identity, *, depth: int,
+                   filters: SearchFilters | None = None) -> tuple[list[SearchResult], Signals]:
+        """The best ``depth`` fused chunks of a hybrid search, as the learned stage receives
+        them, and what fusion saw of each: what `citewise rank train` learns from."""
+        return self._fused(query, identity, depth, depth, filters, "hybrid", None, True)
+
+    def _fused(self, query: str, identity: Identity, top_k: int, wanted: int,
+               filters: SearchFilters | None, mode: SearchMode, fusion: FusionConfig | None,
+               want_signals: bool) -> tuple[list[SearchResult], Signals]:
         query = (query or "").strip()
         if not query:
             raise InvalidRequestError("the query is empty", hint="ask something, e.g. q=disk full")
@@ -193,7 +242,6 @@ class SearchService:
             )
         if mode not in ("hybrid", "dense", "sparse"):
             raise InvalidRequestError(f"mode must be hybrid, dense or sparse, not {mode!r}")
-        started = time.perf_counter()
         filters = filters or SearchFilters()
         index_filter = IndexFilter(
             readers=identity.principals(),
@@ -203,7 +251,7 @@ class SearchService:
             services=list(filters.services),
             document_ids=list(filters.document_ids),
         )
-        wanted = max(top_k, self.rerank_candidates) if self.reranker else top_k
+        signals = Signals() if want_signals else None
         for _ in range(_COMMITS):
             # Points of a document swap in progress are excluded inside the query; a hit whose
             # version the catalog has just replaced is dropped after it, and the page is filled
@@ -213,17 +261,14 @@ class SearchService:
             # version read from the catalog after. The search is then asked again.
             committed = self.catalog.swaps_committed()
             index_filter.exclude_ids = self.catalog.stale_point_ids()
-            current = self._live_hits(query, index_filter, wanted, mode, fusion or self.fusion)
+            current = self._live_hits(query, index_filter, wanted, mode, fusion or self.fusion,
+                                      signals)
             if self.catalog.swaps_committed() == committed:
                 break
-        results = [SearchResult.from_hit(h) for h in current[:wanted]]
-        if self.reranker is not None:
-            results = self._rerank(self.reranker, query, results)[:top_k]
-        metrics.SEARCH_LATENCY.observe(time.perf_counter() - started)
-        return results
+        return [SearchResult.from_hit(h) for h in current[:wanted]], signals or Signals()
 
     def _live_hits(self, query: str, index_filter: IndexFilter, wanted: int, mode: SearchMode,
-                   fusion: FusionConfig) -> list[VectorHit]:
+                   fusion: FusionConfig, signals: Signals | None = None) -> list[VectorHit]:
         """Hits of one index generation (``index/generations.py``), all of the catalog's live
         versions. A search that straddles a switch to a new generation (``citewise reindex``)
         is asked again of the new one: its hits would all be dropped as replaced versions, or
@@ -231,7 +276,8 @@ class SearchService:
         for attempt in range(1, _SWITCHES + 1):
             with pinned(self.index) as (generation, index):
                 try:
-                    hits = self._versioned_hits(index, query, index_filter, wanted, mode, fusion)
+                    hits = self._versioned_hits(index, query, index_filter, wanted, mode, fusion,
+                                                signals)
                 except BackendError:
                     if attempt == _SWITCHES or not moved(self.index, generation):
                         raise
@@ -248,11 +294,12 @@ class SearchService:
         )
 
     def _versioned_hits(self, index: VectorIndex, query: str, index_filter: IndexFilter,
-                        wanted: int, mode: SearchMode, fusion: FusionConfig) -> list[VectorHit]:
+                        wanted: int, mode: SearchMode, fusion: FusionConfig,
+                        signals: Signals | None = None) -> list[VectorHit]:
         limit = wanted + 10
         for _ in range(_REFILLS):
             if mode == "hybrid":
-                hits = self._hybrid(index, query, index_filter, limit, fusion)
+                hits = self._hybrid(index, query, index_filter, limit, fusion, signals)
             else:
                 vector = (self.query_vector(query) if mode == "dense"
                           else self.sparse_query(query))
@@ -281,7 +328,7 @@ class SearchService:
         return sorted(results, key=lambda r: -r.score)
 
     def _hybrid(self, index: VectorIndex, query: str, index_filter: IndexFilter, limit: int,
-                fusion: FusionConfig) -> list[VectorHit]:
+                fusion: FusionConfig, signals: Signals | None = None) -> list[VectorHit]:
         # Each list goes deeper than the page: a chunk ranked 30th by both methods can belong
         # in the fused top 10. The permission filter is inside both queries.
         depth = max(self.prefetch, limit)
@@ -289,6 +336,9 @@ class SearchService:
         sparse_hits = index.search(
             self.sparse_query(query), filter=index_filter, limit=depth
         )
+        if signals is not None:
+            signals.record([(h.id, h.score) for h in dense_hits],
+                           [(h.id, h.score) for h in sparse_hits])
         return fuse(dense_hits, sparse_hits, fusion)[:limit]
 
 

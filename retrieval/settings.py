@@ -13,7 +13,7 @@ from citewise.settings import SettingsPart
 
 
 class RetrievalSettings(SettingsPart):
-    relative_paths = frozenset({"synonyms_file", "vocabulary_file"})
+    relative_paths = frozenset({"synonyms_file", "vocabulary_file", "rank_model_file"})
 
     answer_cache: bool = Field(
         default=True, description="Serve answers to questions close to one asked before, by a "
@@ -61,6 +61,15 @@ class RetrievalSettings(SettingsPart):
         default=20, ge=1, le=200, description="Fused chunks the reranker reorders."
     )
     rerank_timeout: float = Field(default=10.0, description="Seconds per rerank request.")
+    rank_model_file: Path | None = Field(
+        default=None,
+        description="The learned ranking model `citewise rank train` writes; unset = "
+        "`rank-model.json` in the data folder when that file exists. No file: search is the "
+        "fused ranking alone.")
+    rank_learned: bool = Field(
+        default=True,
+        description="Re-score hybrid search's best fused candidates with the learned ranking "
+        "model when one is present; false = the fused ranking alone, as without a model.")
     answer_min_score: float = Field(
         default=0.32, description="Below this evidence score /v1/answer abstains "
         "(calibrated on the golden sets' tune split, see docs/quality.md)."

@@ -1,6 +1,6 @@
 """The ``citewise`` command: ingest, search, ask, serve, worker, sources, eval, keys, usage,
-audit, feedback, verify, backup, restore, reindex, migrate-catalog, vocabulary, the MCP server
-and the Slack bot.
+audit, feedback, rank, verify, backup, restore, reindex, migrate-catalog, vocabulary, the MCP
+server and the Slack bot.
 
 Every command reads settings from ``CITEWISE_*`` environment variables and the config file
 (``./citewise.toml`` or ``--config``). When ``citewise serve`` holds the embedded index, the
@@ -19,6 +19,7 @@ from citewise.api.cli import (  # noqa: F401  (registers)
     mcp,
     migrate,
     query,
+    rank,
     reindex,
     serve,
     slack,

@@ -267,26 +267,55 @@ def feedback() -> None:
         Examples:
           citewise feedback export                         every answer rated, as JSON lines
           citewise feedback export --since 30d --out candidates.jsonl
+          citewise feedback export --golden feedback-golden.jsonl
+          citewise rank train --qa golden.jsonl --qa feedback-golden.jsonl
+
+        --golden writes golden-set entries instead (the fields of
+        bench/golden/shared-corpora.jsonl, "split": "feedback"): a helpful answer's cited
+        documents are relevant (less one marked wrong); a not-helpful answer whose asker
+        named the right document (the page's and Slack's "The right document was" box, or
+        right_document in POST /v1/answers/{id}/feedback) has that document, once it names
+        an indexed one. must_contain_any is left empty. Review the file, then give it to
+        `citewise eval --qa` and `citewise rank train --qa`.
         """
     ),
 )
 @click.option("--since", default="365d", show_default=True, help="30d, 24h or an ISO date.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write to this file.")
+@click.option("--golden", type=click.Path(dir_okay=False),
+              help="Write golden-set entries (JSON lines) to this file instead.")
 @click.pass_obj
-def feedback_export(obj: Context, since: str, out: str | None) -> None:
+def feedback_export(obj: Context, since: str, out: str | None, golden: str | None) -> None:
     """Rated answers as golden-set candidates (JSON lines): the question as searched, the
     sources a helpful answer cited (minus one marked wrong), and for unhelpful ones the
-    comment, so a person can write the case."""
+    comment and the right document, so a person can write the case; with --golden, as
+    golden-set entries that evaluation and the learned ranking take."""
     from citewise.api.composition import build_conversations
+    from citewise.api.feedback_golden import DocumentNames, golden_entries
     from citewise.api.metering.audit import AuditLog
     from citewise.api.routes_admin import parse_since
 
     with _stores(obj) as stores:
         start = parse_since(since)
-        rows = build_conversations(obj.local_data(), stores).feedback_export(
-            start.isoformat(timespec="milliseconds"))
+        at = start.isoformat(timespec="milliseconds")
+        if golden:
+            export = golden_entries(stores.conversations.feedback_since(at),
+                                    DocumentNames.of(stores.catalog, stores.sources))
+            rows = export.entries
+        else:
+            rows = build_conversations(obj.local_data(), stores).feedback_export(at)
         AuditLog(stores.metering).record("feedback.export", actor=_operator(),
-                                         detail={"since": start.isoformat(), "rows": len(rows)})
+                                         detail={"since": start.isoformat(), "rows": len(rows),
+                                                 "golden": bool(golden)})
+    if golden:
+        with open(golden, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        click.echo(f"wrote {len(rows)} golden-set entries to {golden}", err=True)
+        for why, n in export.skipped.items():
+            click.echo(f"  left out {n}: {why}", err=True)
+        for reference in export.unresolved:
+            click.echo(f"  no indexed document is named {reference!r}", err=True)
+        return
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     if out:
         with open(out, "w", encoding="utf-8") as f:

@@ -92,6 +92,11 @@ def run_golden_set(
     for s in search:
         lines.append(f"| {s['config']} | {s['hit@1']:.3f} | {s['hit@3']:.3f} | {s['hit@5']:.3f}"
                      f" | {s['hit@10']:.3f} | {s['mrr@10']:.3f} | {s['p50_ms']:.1f} |")
+        if len(s["by_split"]) > 1:
+            for split, f in s["by_split"].items():
+                lines.append(f"| {s['config']}, {split} split ({f['questions']}) "
+                             f"| {f['hit@1']:.3f} | {f['hit@3']:.3f} | {f['hit@5']:.3f} "
+                             f"| {f['hit@10']:.3f} | {f['mrr@10']:.3f} | |")
     table = ("\n".join(lines) + "\n\nAnswers (/v1/answer, default configuration)\n\n"
              + qa_table(answers))
     for p in answers["problems"]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from citewise.api.evaluation.qa import _doc_key, has_key_fact
+from citewise.api.evaluation.qa import doc_key, has_key_fact
 from citewise.retrieval.answering.followup import Previous, standalone
 from citewise.types import Identity
 
@@ -38,7 +38,7 @@ def evaluate_followups(answers, cases: list[dict]) -> dict:
         row = {"turns": case["turns"], "rewritten": rewritten, "how": how}
         for name, question in (("as_asked", follow_up), ("rewritten", rewritten)):
             a = answers.answer(question, Identity(), use_cache=False)
-            keys = [_doc_key(c.source, c.path, c.document_id) for c in a.citations]
+            keys = [doc_key(c.source, c.path, c.document_id) for c in a.citations]
             row[name] = {
                 "cites_relevant": any(k in case["relevant"] for k in keys),
                 "first_relevant": bool(keys) and keys[0] in case["relevant"],

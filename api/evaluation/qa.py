@@ -78,7 +78,7 @@ def load_golden_set(path: Path | str) -> list[GoldenQuestion]:
     return questions
 
 
-def _doc_key(source: str, path: str | None, document_id: str) -> str:
+def doc_key(source: str, path: str | None, document_id: str) -> str:
     return f"{source}/{path}" if path else f"{source}/{document_id}"
 
 
@@ -88,8 +88,7 @@ def evaluate_search(search, questions: list[GoldenQuestion], config: RetrievalCo
     # Embed the questions first, so that latency is search alone for every configuration.
     for q in answerable:
         search.query_vector(q.question)
-    hits = {k: 0 for k in HIT_KS}
-    reciprocal = []
+    firsts: list[int | None] = []
     timings = []
     misses = []
     for q in answerable:
@@ -99,23 +98,34 @@ def evaluate_search(search, questions: list[GoldenQuestion], config: RetrievalCo
         timings.append((time.perf_counter() - started) * 1000)
         docs: list[str] = []
         for r in results:
-            key = _doc_key(r.source, r.path, r.document_id)
+            key = doc_key(r.source, r.path, r.document_id)
             if key not in docs:
                 docs.append(key)
         first = next((i for i, d in enumerate(docs) if d in q.relevant), None)
-        for k in HIT_KS:
-            hits[k] += first is not None and first < k
-        reciprocal.append(1.0 / (first + 1) if first is not None and first < 10 else 0.0)
+        firsts.append(first)
         if first != 0:
-            misses.append({"question": q.question, "relevant": q.relevant, "got": docs[:3]})
-    n = max(1, len(answerable))
+            misses.append({"question": q.question, "relevant": q.relevant, "got": docs[:3],
+                           "split": q.split})
+    by_split = {split: _search_figures([f for f, q in zip(firsts, answerable, strict=True)
+                                        if q.split == split])
+                for split in sorted({q.split for q in answerable})}
     return {
         "config": config.name,
-        "questions": len(answerable),
-        **{f"hit@{k}": hits[k] / n for k in HIT_KS},
-        "mrr@10": sum(reciprocal) / n,
+        **_search_figures(firsts),
         "p50_ms": statistics.median(timings) if timings else 0.0,
+        "p95_ms": percentile(timings, 95),
+        "by_split": by_split,
         "misses": misses,
+    }
+
+
+def _search_figures(firsts: list[int | None]) -> dict:
+    """hit@k and MRR@10 from where each question's first relevant document came."""
+    n = max(1, len(firsts))
+    return {
+        "questions": len(firsts),
+        **{f"hit@{k}": sum(f is not None and f < k for f in firsts) / n for k in HIT_KS},
+        "mrr@10": sum(1.0 / (f + 1) for f in firsts if f is not None and f < 10) / n,
     }
 
 
@@ -137,7 +147,7 @@ def evaluate_answers(answers, questions: list[GoldenQuestion]) -> dict:
         started = time.perf_counter()
         a = answers.answer(q.question, q.identity, use_cache=False)
         ms = (time.perf_counter() - started) * 1000
-        keys = [_doc_key(c.source, c.path, c.document_id) for c in a.citations]
+        keys = [doc_key(c.source, c.path, c.document_id) for c in a.citations]
         rows.append({
             "q": q, "abstained": a.abstained, "ms": ms, "keys": keys,
             "key_fact": bool(q.must_contain_any) and not a.abstained

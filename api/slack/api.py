@@ -59,9 +59,10 @@ class CitewiseAPI:
                                        acting_for=ActingFor(user, groups)).results
 
     def feedback(self, answer_id: str, helpful: bool, *, user: str | None,
-                 groups: list[str]) -> None:
+                 groups: list[str], right_document: str | None = None) -> None:
         with self._apology():
-            self._client.feedback(answer_id, helpful=helpful, acting_for=ActingFor(user, groups))
+            self._client.feedback(answer_id, helpful=helpful, right_document=right_document,
+                                  acting_for=ActingFor(user, groups))
 
     def close(self) -> None:
         self._client.close()

@@ -34,7 +34,7 @@ from slack_sdk.errors import SlackApiError
 from citewise.api.slack.api import CitewiseAPI, CitewiseUnavailable
 from citewise.api.slack.deliveries import Deliveries
 from citewise.api.slack.people import People, UnknownPerson
-from citewise.api.slack.render import render
+from citewise.api.slack.render import RIGHT_DOCUMENT, escape, render, right_document_block
 from citewise.api.slack.settings import SlackChannelConfig
 from citewise.api.slack.threads import Threads
 
@@ -177,9 +177,34 @@ class Bot:
         if not helpful:
             oncall = self.channel(channel).oncall
             human = f"<!subteam^{oncall}>" if oncall else "the on-call engineer"
+            text = f"Thanks, noted. If you need a person: {human} can help."
             self.client.chat_postMessage(
-                channel=channel, thread_ts=asked.thread_ts,
-                text=f"Thanks, noted. If you need a person: {human} can help.")
+                channel=channel, thread_ts=asked.thread_ts, text=text,
+                blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": text}},
+                        right_document_block(action["value"])])
+
+    def right_document(self, body: dict) -> None:
+        """"The right document was ...", typed under a "Not helpful": recorded as not helpful
+        with that document, what `citewise feedback export --golden` learns from."""
+        action = body["actions"][0]
+        answer_id = str(action.get("block_id", "")).partition(":")[2]
+        value = (action.get("value") or "").strip()
+        if not answer_id or not value:
+            return
+        channel = (body.get("channel") or {}).get("id", "")
+        message = body.get("message") or {}
+        asked = Asked(channel, message.get("thread_ts") or message.get("ts", ""), None,
+                      body["user"]["id"], "", channel.startswith("D"))
+        try:
+            user, groups = self.identity(asked)
+            self.api.feedback(answer_id, False, user=user, groups=groups,
+                              right_document=value[:1000])
+        except (CitewiseUnavailable, UnknownPerson) as e:
+            log.warning("right document not recorded: %s", e)
+            return
+        self.client.chat_postMessage(
+            channel=channel, thread_ts=asked.thread_ts or None,
+            text=f"Thanks: noted that the right document was {escape(value)}.")
 
 
 def build_app(bot: Bot, *, signing_secret: str | None) -> App:
@@ -249,5 +274,10 @@ def build_app(bot: Bot, *, signing_secret: str | None) -> App:
     def on_not_helpful(ack, body):
         ack()
         bot.feedback(body, False)
+
+    @app.action(RIGHT_DOCUMENT)
+    def on_right_document(ack, body):
+        ack()
+        bot.right_document(body)
 
     return app

@@ -129,6 +129,23 @@ def feedback_block(answer_id: str | None) -> dict | None:
          "text": {"type": "plain_text", "text": "Not helpful"}}]}
 
 
+RIGHT_DOCUMENT = "citewise_right_document"
+
+
+def right_document_block(answer_id: str) -> dict:
+    """After "Not helpful": a box for the document that held the answer, sent on Enter (an
+    input block in a message must dispatch its action; the answer's id rides in its
+    block_id, since an input carries no value of ours)."""
+    return {"type": "input", "block_id": f"{RIGHT_DOCUMENT}:{answer_id}", "dispatch_action": True,
+            "optional": True,
+            "label": {"type": "plain_text", "text": "The right document was (optional)"},
+            "element": {"type": "plain_text_input", "action_id": RIGHT_DOCUMENT,
+                        "max_length": 1000,
+                        "dispatch_action_config": {"trigger_actions_on": ["on_enter_pressed"]},
+                        "placeholder": {"type": "plain_text",
+                                        "text": "a path or link, e.g. runbooks/redis-failover.md"}}}
+
+
 def render(answer: dict, server_url: str, *, closest: list[dict] | None = None,
            extra: list[dict] | None = None) -> Rendered:
     """The answer as one or more messages. ``closest``: search results to offer when it

@@ -382,13 +382,17 @@
         const comment = el("textarea", { rows: 2, maxlength: 2000, "aria-label": "What was wrong?", placeholder: "What was wrong or missing? (optional)" });
         const wrong = el("select", { "aria-label": "Which source was wrong?" }, el("option", { value: "", text: "No source was wrong" }),
           (answer.citations || []).map((c) => el("option", { value: c.n, text: `[${c.n}] points at the wrong place` })));
+        // What teaches search (`citewise feedback export --golden`): where the answer really was.
+        const right = el("input", { type: "text", maxlength: 1000, "aria-label": "The right document",
+          placeholder: "The right document was… (a path or link, optional)" });
         const form = el("form", { onsubmit: (e) => {
           e.preventDefault();
           const body = { helpful: false };
           if (comment.value.trim()) body.comment = comment.value.trim();
           if (wrong.value) body.wrong_citation = Number(wrong.value);
+          if (right.value.trim()) body.right_document = right.value.trim();
           send(body);
-        } }, comment, wrong, el("button", { type: "submit", text: "Send" }));
+        } }, comment, wrong, right, el("button", { type: "submit", text: "Send" }));
         row.replaceChildren(form);
         comment.focus();
       } });

@@ -142,11 +142,13 @@ class CitewiseClient:
         return self._call(ANSWER, body=body, acting_for=acting_for)
 
     def feedback(self, answer_id: str, *, helpful: bool, comment: str | None = None,
-                 wrong_citation: int | None = None,
+                 wrong_citation: int | None = None, right_document: str | None = None,
                  acting_for: ActingFor | None = None) -> Feedback:
         """What the asker thought of an answer; ``wrong_citation`` is the ``[n]`` that
-        points at the wrong place."""
-        body = FeedbackRequest(helpful=helpful, comment=comment, wrong_citation=wrong_citation)
+        points at the wrong place, ``right_document`` the document that held the answer
+        (a path, ``<source>/<path>`` or a link)."""
+        body = FeedbackRequest(helpful=helpful, comment=comment, wrong_citation=wrong_citation,
+                               right_document=right_document)
         return self._call(FEEDBACK, body=body, path={"answer_id": answer_id},
                           acting_for=acting_for)
 

@@ -68,6 +68,7 @@ class FeedbackRequest(Request):
     helpful: bool
     comment: str | None = None
     wrong_citation: int | None = None
+    right_document: str | None = None
 
 
 class DocumentQuery(Request):

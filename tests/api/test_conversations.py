@@ -175,3 +175,43 @@ def test_a_conversation_holds_at_most_the_configured_turns(data):
         assert "2 turns" in problem["detail"] and "conversation_id" in problem["hint"]
         assert len(c.get(f"/v1/conversations/{cid}", headers=DANA).json()["turns"]) == 2
         assert ask(c, "and then?")["conversation_id"] != cid  # a new one is fine
+
+
+def test_the_right_document_is_kept_and_exported_as_golden_set_entries(data, tmp_path):
+    from citewise.api.ranking.training import load_training_questions
+
+    with client(data) as c:
+        good = ask(c, "How do I fail over the Redis primary?")
+        c.post(f"/v1/answers/{good['answer_id']}/feedback", json={"helpful": True},
+               headers=DANA)
+        bad = ask(c, "the database volume is nearly out of space, what now?")
+        resp = c.post(f"/v1/answers/{bad['answer_id']}/feedback", headers=DANA,
+                      json={"helpful": False, "right_document": f"  {POSTGRES} "})
+        assert resp.status_code == 201, resp.text
+        assert resp.json()["right_document"] == POSTGRES
+        for reference in (None, "runbooks/no-such-page.md"):  # nothing to learn from these
+            other = ask(c, "what is the meaning of life?")
+            c.post(f"/v1/answers/{other['answer_id']}/feedback", headers=DANA,
+                   json={"helpful": False, "right_document": reference})
+        too_long = c.post(f"/v1/answers/{bad['answer_id']}/feedback", headers=DANA,
+                          json={"helpful": False, "right_document": "x" * 1001})
+        assert too_long.status_code == 422
+        stored = stored_rows(c.app.state.services).execute(
+            "SELECT helpful, right_document FROM feedback ORDER BY id").fetchall()
+    assert [tuple(r) for r in stored] == [(1, None), (0, POSTGRES), (0, None),
+                                          (0, "runbooks/no-such-page.md")]
+    golden = tmp_path / "feedback-golden.jsonl"
+    result = CliRunner().invoke(cli, ["--data-dir", str(data), "feedback", "export",
+                                      "--golden", str(golden)], env=clean_env())
+    assert result.exit_code == 0, result.output
+    assert "wrote 2 golden-set entries" in result.output
+    assert "no indexed document is named 'runbooks/no-such-page.md'" in result.output
+    rows = [json.loads(line) for line in golden.read_text().splitlines()]
+    assert [(r["question"], r["relevant"]) for r in rows] == [
+        ("How do I fail over the Redis primary?", [f"kb/{REDIS}"]),
+        ("the database volume is nearly out of space, what now?", [f"kb/{POSTGRES}"])]
+    for r in rows:
+        assert r["answerable"] is True and r["split"] == "feedback"
+        assert r["must_contain_any"] == [] and r["kind"] and r["from_answer"]
+    # The trainer takes the file as it is.
+    assert len(load_training_questions([golden]).questions) == 2

@@ -113,6 +113,9 @@ SURFACE: list[tuple[str, Any, Any, Any, str, Any]] = [
      "/nonexistent/env-rerank_model_path", Path("/nonexistent/env-rerank_model_path")),
     ("rerank_candidates", 20, 30, 30, "40", 40),
     ("rerank_timeout", 10.0, 11.5, 11.5, "12.5", 12.5),
+    ("rank_model_file", None, "toml-rank-model.json", HERE / "toml-rank-model.json",
+     "/nonexistent/env-rank-model.json", Path("/nonexistent/env-rank-model.json")),
+    ("rank_learned", True, False, False, "true", True),
     ("answer_min_score", 0.32, 1.82, 1.82, "2.82", 2.82),
     ("host", "127.0.0.1", "toml-host", "toml-host", "env-host", "env-host"),
     ("port", 8000, 8001, 8001, "8002", 8002),
@@ -235,7 +238,7 @@ def test_every_setting_is_a_variable_and_a_key_and_nothing_else(no_settings):
     removed = {"api_keys"}
     assert sorted(n for n in values if n not in tables | removed | {"config_file"}) == \
         sorted(NAMES)
-    assert len(NAMES) == len(set(NAMES)) == 102
+    assert len(NAMES) == len(set(NAMES)) == 104
 
 
 def test_defaults(no_settings):

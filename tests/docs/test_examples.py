@@ -61,6 +61,9 @@ SKIPPED = {
                                          "(tests/ingest/test_verify_repair.py rebuilds one)",
     "citewise --config bench/corpora.toml": "ingests the five shared corpora, about 7 minutes "
                                             "(make eval runs it)",
+    "citewise rank train": "trains in-process on an index the demo's server holds, from a "
+                           "golden set of the reader's (tests/api/test_rank_training.py runs "
+                           "it)",
     "citewise migrate-catalog --to postgresql://": "copies into a PostgreSQL server "
                                                    "(tests/api/test_migrate_catalog.py copies "
                                                    "into one)",

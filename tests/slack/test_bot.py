@@ -349,10 +349,24 @@ def test_feedback_buttons_reach_the_feedback_api(bot_url, slack, citewise, demo_
     assert httpx.post(f"{url}/slack/events", content=raw, headers=headers).status_code == 200
     human = slack.wait_for("chat.postMessage", 2, where=lambda a: a.get("thread_ts") == ts)[1]
     assert "can help" in human["text"]
+    # ...and a box for the document that held the answer, sent with Enter.
+    box = next(b for b in human["blocks"] if b["type"] == "input")
+    assert box["block_id"] == f"citewise_right_document:{answer_id}" and box["dispatch_action"]
+    raw, headers = signed_form({"payload": json.dumps({
+        "type": "block_actions", "user": {"id": "U0BOB"}, "team": {"id": "T0FERNHILL"},
+        "channel": {"id": "D0BOB"}, "message": {"ts": "2.0", "thread_ts": ts},
+        "actions": [{"type": "plain_text_input", "action_id": "citewise_right_document",
+                     "block_id": box["block_id"], "value": "runbooks/redis-cache-failover.md"}]})})
+    assert httpx.post(f"{url}/slack/events", content=raw, headers=headers).status_code == 200
+    noted = slack.wait_for("chat.postMessage", 3, where=lambda a: a.get("thread_ts") == ts)[2]
+    assert "runbooks/redis-cache-failover.md" in noted["text"]
     services, _ = demo_kb
     rows = stored_rows(services).execute(
-        "SELECT helpful, principal FROM feedback WHERE answer_id = ?", (answer_id,)).fetchall()
-    assert [tuple(r) for r in rows] == [(0, "user:bob@fernhill.example")]
+        "SELECT helpful, principal, right_document FROM feedback WHERE answer_id = ? "
+        "ORDER BY id", (answer_id,)).fetchall()
+    assert [tuple(r) for r in rows] == [
+        (0, "user:bob@fernhill.example", None),
+        (0, "user:bob@fernhill.example", "runbooks/redis-cache-failover.md")]
 
 
 def test_channel_settings_decide_triggers_identity_and_visibility(citewise, slack, tmp_path):

@@ -84,7 +84,7 @@ def test_expiry_keeps_the_answers_that_received_feedback(stores):
     assert store.answer("a1") is not None and store.answer("a2") is None
     ((given, answer),) = store.feedback_since("2026-01-01")
     assert given == {"helpful": True, "comment": "good", "wrong_citation": None,
-                     "created_at": "2026-01-02T00:00:00.000+00:00"}
+                     "created_at": "2026-01-02T00:00:00.000+00:00", "right_document": None}
     assert answer.id == "a1"
     assert store.feedback_since("2026-01-03") == []
 
@@ -104,15 +104,17 @@ def test_conversations_answers_and_feedback_copy_into_another_store_once(stores,
     here.add_answer(StoredAnswer(id="alone", owner="key:bot", question="port?",
                                  standalone="port?", answer=_answer(text="5432"),
                                  created_at="2026-01-02T00:00:00.000+00:00"))
-    here.add_feedback("a2", "user:dana", False, "wrong step", 1, "2026-01-03T00:00:00.000+00:00")
+    here.add_feedback("a2", "user:dana", False, "wrong step", 1, "2026-01-03T00:00:00.000+00:00",
+                      right_document="kb/failover.md")
     here.add_feedback("alone", "key:bot", True, None, None, "2026-01-04T00:00:00.000+00:00")
 
     there = other_stores.conversations
     conversations, answers = list(here.export_conversations()), list(here.export_answers())
     feedback = list(here.export_feedback())
     assert [a.id for a in answers] == ["a1", "a2", "alone"]
-    assert [(f.answer_id, f.helpful, f.wrong_citation) for _, f in feedback] == [
-        ("a2", False, 1), ("alone", True, None)]
+    assert [(f.answer_id, f.helpful, f.wrong_citation, f.right_document)
+            for _, f in feedback] == [("a2", False, 1, "kb/failover.md"),
+                                      ("alone", True, None, None)]
     there.import_conversations(conversations)
     assert there.import_answers(answers) == 3 and there.import_answers(answers) == 0
     assert there.import_feedback(feedback) == 2 and there.import_feedback(feedback) == 0

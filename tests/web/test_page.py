@@ -192,18 +192,21 @@ def test_search_with_filters_shows_only_the_chosen_source(page):
         assert "postgres-main" in text
 
 
-def test_feedback_is_sent_with_the_wrong_citation(page, demo_kb):
+def test_feedback_is_sent_with_the_wrong_citation_and_the_right_document(page, demo_kb):
     services, _ = demo_kb
     _, answer = ask(page, REDIS)
     answer.get_by_role("button", name="Not helpful").click()
     answer.get_by_role("textbox", name="What was wrong?").fill("step order changed in March")
     answer.get_by_role("combobox", name="Which source was wrong?").select_option("1")
+    answer.get_by_role("textbox", name="The right document").fill(
+        "runbooks/redis-cache-failover.md")
     answer.get_by_role("button", name="Send").click()
     sync_api.expect(answer.locator(".feedback .thanks")).to_be_visible()
     row = stored_rows(services).execute(
-        "SELECT helpful, comment, wrong_citation FROM feedback ORDER BY id DESC LIMIT 1"
-    ).fetchone()
-    assert tuple(row) == (0, "step order changed in March", 1)
+        "SELECT helpful, comment, wrong_citation, right_document FROM feedback "
+        "ORDER BY id DESC LIMIT 1").fetchone()
+    assert tuple(row) == (0, "step order changed in March", 1,
+                          "runbooks/redis-cache-failover.md")
 
 
 def test_dark_mode_for_the_night_shift(browser, server):

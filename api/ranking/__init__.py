@@ -1,0 +1,1 @@
+"""Training the learned ranking stage (`citewise rank train`): ``training.py``."""
