@@ -6,11 +6,16 @@ sentences are every question's last resort. Each strategy quotes the sources' ow
 fragment out of context: no "Related"/"See also" link lists, no table row without its headers,
 no sentence that only points at a document the caller may not read, nothing that merely
 restates the question (as a README's example of asking it does).
+
+Whatever strategy answers (but the code one), a question that names a specific thing (a flag, a
+file, a number...) then gets the unit of the cited documents that holds it, if the answer lacks
+it (``pinpoint.py``).
 """
 
 from __future__ import annotations
 
 from citewise.retrieval.answering.evidence import Composed, Evidence
+from citewise.retrieval.answering.pinpoint import add_named_unit
 from citewise.retrieval.answering.question import Question
 from citewise.retrieval.answering.strategies.alert import AlertStrategy
 from citewise.retrieval.answering.strategies.cause import CauseStrategy
@@ -45,10 +50,13 @@ class Composer:
     def compose(self, q: Question, ev: Evidence) -> Composed | None:
         if not ev.results:
             return None
-        for strategy in self.strategies_for(q, ev):
+        strategies = self.strategies_for(q, ev)
+        for strategy in strategies:
             composed = strategy.compose(q, ev)
             if composed is not None:
-                return composed
+                # The line the question names, wherever it sits in the cited documents (a
+                # function's signature is its own answer: code is left as found).
+                return composed if strategy is self.code else add_named_unit(q, ev, composed)
         return None
 
     def strategies_for(self, q: Question, ev: Evidence) -> list[Strategy]:

@@ -21,6 +21,8 @@ MAX_SENTENCE_CHARS = 500
 # A numbered list a unit sits in is shown whole when it is this short.
 MAX_CONTEXT_ITEMS = 6
 MAX_CONTEXT_CHARS = 700
+_LEANS_BACK = re.compile(r"^(this|that|these|those|it|they|so|then|thus|however|but|also|"
+                         r"otherwise|in that case|if so)\b", re.I)
 
 
 def trim(text: str) -> str:
@@ -50,6 +52,26 @@ def units_of(block: Block, *, paragraphs_whole: bool = False) -> list[str]:
         return ["; ".join(f"{h}: {v}" for h, v in zip(block.header, row, strict=False)
                           if v.strip()) for row in block.rows]
     return []
+
+
+def sentence_in_context(block: Block, sentence: str) -> str:
+    """A sentence with what it needs from its paragraph: the sentence before when it leans on
+    it ("This will ban the IP for 24 hours"), the one after when it announces it ("The values
+    are:") or is short. A fact torn from its paragraph misleads; a paragraph buries it."""
+    if block.kind not in ("paragraph", "quote"):
+        return sentence
+    parts = SENTENCE.split(block.text)
+    try:
+        i = parts.index(sentence)
+    except ValueError:
+        return sentence
+    lo, hi = i, i + 1
+    if i > 0 and _LEANS_BACK.match(sentence) and len(parts[i - 1]) < 300:
+        lo = i - 1
+    if i + 1 < len(parts) and (sentence.rstrip().endswith(":") or len(sentence) < 80) \
+            and len(parts[i + 1]) < 300:
+        hi = i + 2
+    return " ".join(parts[lo:hi])
 
 
 def first_sentence(section: Section) -> str:

@@ -33,7 +33,13 @@ from citewise.retrieval.answering.lexical import (
 )
 from citewise.retrieval.answering.model import AnswerBlock
 from citewise.retrieval.answering.question import Question
-from citewise.retrieval.answering.quoting import SENTENCE, item_in_context, trim, units_of
+from citewise.retrieval.answering.quoting import (
+    SENTENCE,
+    item_in_context,
+    sentence_in_context,
+    trim,
+    units_of,
+)
 from citewise.retrieval.answering.strategies.protocol import Scorer
 from citewise.retrieval.search import SearchResult
 
@@ -49,8 +55,6 @@ _FREQUENCY = re.compile(r"\b(every|each|once an?|twice an?|per) (day|night|week|
                         r"morning|evening|weekday|sprint|quarter|year)\b|\b(daily|nightly|"
                         r"hourly|weekly|monthly|yearly|annually)\b", re.I)
 _VALUE = re.compile(r"\d|`")
-_LEANS_BACK = re.compile(r"^(this|that|these|those|it|they|so|then|thus|however|but|also|"
-                         r"otherwise|in that case|if so)\b", re.I)
 
 # (document id, section, block, unit text)
 Unit = tuple[str, Section, Block, str]
@@ -125,7 +129,7 @@ class SentencesStrategy:
                 blocks.extend(AnswerBlock(type="fact", label=h, value=v, citations=[n])
                               for h, v in pairs)
                 continue
-            text = _in_context(b, t)
+            text = sentence_in_context(b, t)
             if blocks and blocks[-1].text and (text in blocks[-1].text or blocks[-1].text in text):
                 blocks[-1].text = max(text, blocks[-1].text, key=len)  # one passage, once
                 continue
@@ -155,26 +159,6 @@ class SentencesStrategy:
             blocks.append(AnswerBlock(type="paragraph", text=trim(t), citations=[n]))
         return Composed(blocks, cites.all(), float(scores[order[0]]),
                         [units[order[0]][0].document_id])
-
-
-def _in_context(block: Block, sentence: str) -> str:
-    """A sentence with what it needs from its paragraph: the sentence before when it leans on
-    it ("This will ban the IP for 24 hours"), the one after when it announces it ("The values
-    are:") or is short. A fact torn from its paragraph misleads; a paragraph buries it."""
-    if block.kind not in ("paragraph", "quote"):
-        return sentence
-    parts = SENTENCE.split(block.text)
-    try:
-        i = parts.index(sentence)
-    except ValueError:
-        return sentence
-    lo, hi = i, i + 1
-    if i > 0 and _LEANS_BACK.match(sentence) and len(parts[i - 1]) < 300:
-        lo = i - 1
-    if i + 1 < len(parts) and (sentence.rstrip().endswith(":") or len(sentence) < 80) \
-            and len(parts[i + 1]) < 300:
-        hi = i + 2
-    return " ".join(parts[lo:hi])
 
 
 def _row_pairs(block: Block, unit: str) -> list[tuple[str, str]]:
