@@ -28,6 +28,7 @@ from citewise.index.outline import Block, Item, Section
 from citewise.index.sparse import tokenize
 from citewise.language import is_english
 from citewise.retrieval.answering.evidence import SKIP_HEADING, Composed, Evidence
+from citewise.retrieval.answering.lexical import restates
 from citewise.retrieval.answering.model import AnswerBlock, Citation, render_markdown
 from citewise.retrieval.answering.named_things import (
     LOOKS_LIKE,
@@ -60,9 +61,13 @@ KIND_ONLY_MIN_OVERLAP = 0.34
 # procedure of 3,500 characters and what frames it) and one unit beside it.
 ANSWER_BUDGET = 4500
 MAX_CODE_UNIT = 1500
-# Kinds of answer that are one unit: the unit asked for goes first. A procedure reads in order:
-# the unit comes after it.
-UNIT_ANSWERS = frozenset({"fact", "definition", "yesno", "general"})
+# Kinds of answer that are one unit: the unit asked for goes first, unless the answer already
+# holds some of what the question names (then it is on the spot, and the unit supports it). A
+# procedure reads in order: the unit comes after it.
+UNIT_ANSWERS = frozenset({"fact", "definition", "yesno", "general", "code"})
+# What the trouble looks like: the engineer who asks what to do already sees it. A line there
+# that names the error or the host of the question adds nothing to a procedure.
+SYMPTOMS_HEADING = re.compile(r"\b(symptoms?|impact|signs)\b", re.I)
 
 
 @dataclass
@@ -85,7 +90,9 @@ def add_named_unit(q: Question, ev: Evidence, composed: Composed) -> Composed:
     literal = named_things(q)
     if not docs or not (literal or kinds):
         return composed
-    units = [u for d in docs for u in _units(ev, d)]
+    units = [u for d in docs for u in _units(ev, d) if not restates(q, u.text)]
+    if q.kind not in UNIT_ANSWERS:
+        units = [u for u in units if not SYMPTOMS_HEADING.search(u.section.title)]
     if not units:
         return composed
     things = _specific(literal + _commands(q, units), units, ev, docs)
@@ -94,7 +101,10 @@ def add_named_unit(q: Question, ev: Evidence, composed: Composed) -> Composed:
     best = _best_unit(q, things, kinds, units, composed)
     if best is None:
         return composed
-    return _placed(q, ev, composed, best)
+    shown = _normal(render_markdown(composed.blocks))
+    first = q.kind in UNIT_ANSWERS and not any(
+        t.pattern().search(shown) for t in things)
+    return _placed(ev, composed, best, first=first)
 
 
 def _units(ev: Evidence, doc_id: str) -> list[Unit]:
@@ -237,12 +247,11 @@ def _is_shown(u: Unit, shown: str) -> bool:
     return _normal(text)[:160] in shown
 
 
-def _placed(q: Question, ev: Evidence, composed: Composed, u: Unit) -> Composed:
-    """The answer with the unit's blocks, under its own citation (the unit's lines), first for
-    an answer that is one unit and after a procedure; within ``ANSWER_BUDGET``."""
+def _placed(ev: Evidence, composed: Composed, u: Unit, *, first: bool) -> Composed:
+    """The answer with the unit's blocks, under its own citation (the unit's lines), ``first``
+    or after what the strategy chose; within ``ANSWER_BUDGET``."""
     blocks, quote, start = _blocks_of(ev, u)
     record = ev.records[u.doc_id]
-    first = q.kind in UNIT_ANSWERS
     citations = [c.model_copy() for c in composed.citations]
     old = [b.model_copy(deep=True) for b in composed.blocks]
     if first:
