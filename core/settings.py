@@ -145,6 +145,11 @@ class DataFolder:
         return self.root / "vocabulary.toml"
 
     @property
+    def models_dir(self) -> Path:
+        """Where `citewise tune` writes the models it tunes, one folder each."""
+        return self.root / "models"
+
+    @property
     def run_lock_path(self) -> Path:
         """The ingest run lock (``ingest/runlock.py``): one run at a time, any process."""
         return self.root / "ingest.lock"

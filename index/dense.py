@@ -278,7 +278,12 @@ class DenseEncoder:
         # does not cost loading the weights.
         pooling = self.model_path / "1_Pooling" / "config.json"
         if pooling.exists():
-            return int(json.loads(pooling.read_text())["word_embedding_dimension"])
+            config = json.loads(pooling.read_text())
+            # sentence-transformers 6 writes "embedding_dimension" (a model it saved: `citewise
+            # tune`'s); earlier versions, and the packaged model, "word_embedding_dimension".
+            for key in ("word_embedding_dimension", "embedding_dimension"):
+                if key in config:
+                    return int(config[key])
         dim = self.model.get_embedding_dimension()
         if dim is None:  # none of the model's modules knows the size of what it returns
             raise ConfigError(

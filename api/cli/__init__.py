@@ -1,6 +1,6 @@
 """The ``citewise`` command: ingest, search, ask, serve, worker, sources, eval, keys, usage,
-audit, feedback, rank, verify, backup, restore, reindex, migrate-catalog, vocabulary, the MCP
-server and the Slack bot.
+audit, feedback, rank, verify, backup, restore, reindex, tune, migrate-catalog, vocabulary, the
+MCP server and the Slack bot.
 
 Every command reads settings from ``CITEWISE_*`` environment variables and the config file
 (``./citewise.toml`` or ``--config``). When ``citewise serve`` holds the embedded index, the
@@ -24,6 +24,7 @@ from citewise.api.cli import (  # noqa: F401  (registers)
     serve,
     slack,
     sources,
+    tune,
     vocabulary,
     worker,
 )
