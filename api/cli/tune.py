@@ -58,7 +58,7 @@ DEFAULT_GUARDS = ("bench/golden/shared-corpora.jsonl", "bench/golden/paraphrases
         \b
         Examples:
           citewise tune --dry-run --pairs-out pairs.jsonl   mine and write the pairs; no training
-          citewise tune                                     30 minutes at most
+          citewise tune --minutes 30                        the default budget
           citewise tune --minutes 5 --out /srv/models/ours
         """
     ).replace("DEFAULT below", "DEFAULT (" + ", ".join(DEFAULT_GUARDS) + ")"),

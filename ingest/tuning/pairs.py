@@ -71,9 +71,9 @@ class Pair:
     anchor: str
     positive: str
     kind: str
-    document_id: str
+    document_id: str  # the document the positive passage comes from
     source: str = ""
-    path: str = ""  # the document's path (or external id): where a reviewer finds it
+    path: str = ""  # that document's path (or external id): where a reviewer finds it
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -203,8 +203,10 @@ class PairMiner:
             record, fragment = target
             positive = self._target_text(record, fragment)
             if len(positive) >= MIN_PASSAGE_CHARS:
-                yield Pair(label, _clip(positive), "link", doc.id, doc.source,
-                           doc.path or doc.external_id)
+                # The pair belongs to the passage's document (its split, its cap), not to
+                # the page that links to it.
+                yield Pair(label, _clip(positive), "link", record.id, record.source,
+                           record.path or record.external_id)
 
     def _target_text(self, record: DocumentRecord, fragment: str) -> str:
         outline = self.catalog.outlines([record.id]).get(record.id)
@@ -246,8 +248,7 @@ def select(pairs: Iterable[Pair], guard: LeakageGuard, *, per_document: int = 24
     # to from different documents, would make one pair's positive another's negative.
     anchor_docs: dict[str, set[str]] = defaultdict(set)
     for p in kept:
-        anchor_docs[normalise(p.anchor)].add(p.document_id if p.kind != "link" else
-                                             normalise(p.positive))
+        anchor_docs[normalise(p.anchor)].add(p.document_id)
     clear = [p for p in kept if len(anchor_docs[normalise(p.anchor)]) == 1]
     out.dropped_ambiguous = len(kept) - len(clear)
 
@@ -260,9 +261,13 @@ def select(pairs: Iterable[Pair], guard: LeakageGuard, *, per_document: int = 24
         out.dropped_cap += len(by_doc[doc_id]) - len(chosen)
         capped.extend(chosen)
 
+    held = {d for d in by_doc if _held_out(d, validation_share, seed)}
+    if not held and len(by_doc) >= 3 and validation_share > 0:
+        # A small corpus where no document fell in the share: hold out one all the same, so
+        # that training is still judged (and stopped) on something it did not see.
+        held = {min(by_doc, key=lambda d: _digest(f"{seed}:{d}"))}
     for p in capped:
-        (out.validation if _held_out(p.document_id, validation_share, seed)
-         else out.train).append(p)
+        (out.validation if p.document_id in held else out.train).append(p)
     if len(out.validation) > max_validation:
         # Keep a fixed sample (by a hash, not by order) so the figures stay comparable.
         out.validation.sort(key=lambda p: _digest(f"{seed}:{p.anchor}:{p.document_id}"))

@@ -64,6 +64,8 @@ SKIPPED = {
     "citewise rank train": "trains in-process on an index the demo's server holds, from a "
                            "golden set of the reader's (tests/api/test_rank_training.py runs "
                            "it)",
+    "citewise tune --minutes": "trains for minutes (tests/api/test_cli_tune.py runs a short "
+                               "training and adopts the model)",
     "citewise migrate-catalog --to postgresql://": "copies into a PostgreSQL server "
                                                    "(tests/api/test_migrate_catalog.py copies "
                                                    "into one)",

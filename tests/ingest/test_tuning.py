@@ -188,7 +188,8 @@ def test_every_kind_of_pair_comes_from_the_catalog(catalog_with_corpus):
 
     # A link's text -> the section its fragment names, in another document.
     link = by_anchor[("link", "drain the capture queue first")]
-    assert "twelve replicas" in link.positive and link.path.endswith("ledger-replica-lag.md")
+    assert "twelve replicas" in link.positive
+    assert link.path.endswith("payments-queue-backlog.md")  # the passage's document
     assert by_anchor[("link", "capture backlog runbook")].positive.startswith("## Meaning") \
         is False  # the body's text, not its Markdown
     assert "five thousand" in by_anchor[("link", "capture backlog runbook")].positive
@@ -268,7 +269,10 @@ def test_pairs_mined_from_the_shared_corpora_hold_no_golden_question(tmp_path):
         for name in ("gitlab-com-runbooks", "openshift-runbooks", "prometheus-operator-runbooks"):
             source = SourceConfig(name=name, type="folder", path=str(SHARED / "corpora" / name),
                                   readers=["public"], include=["*.md"])
-            assert run_source(services.pipeline, source, trigger="test").status == "succeeded"
+            report = run_source(services.pipeline, source, trigger="test")
+            # A few files of the corpora are refused (too large, not text): "partial".
+            assert report.status in ("succeeded", "partial"), report.summary()
+            print(f"\n{name}: {report.summary()}")
         pairs = mined_pairs(settings, services)
         questions = golden_questions()
         mined = select(pairs, LeakageGuard(questions))
