@@ -131,7 +131,7 @@ class PairMiner:
             out.append(record)
         return out
 
-    def mine(self, progress: Callable[[int], None] | None = None) -> Iterator[Pair]:
+    def mine(self, progress: Callable[[int], object] | None = None) -> Iterator[Pair]:
         """Every pair the catalog offers, document by document (nothing dropped yet)."""
         docs = self.documents()
         by_path = {(d.source, d.path or d.external_id): d for d in docs}
