@@ -50,7 +50,8 @@ from citewise.ingest.tuning.leakage import LeakageGuard, normalise
 KINDS = ("title", "heading", "alert", "link", "summary", "service", "code", "feedback")
 MAX_PASSAGE_CHARS = 1200  # the model reads 128 word-pieces (~500 characters); leave it some
 MIN_PASSAGE_CHARS = 60  # less is a heading over a link or a "TODO"
-_ALERT = re.compile(r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+){2,}\b")
+_WORDLIKE = re.compile(r"\b[A-Za-z][A-Za-z0-9]{7,}\b")
+_HUMPS = re.compile(r"[A-Z]+(?![a-z])|[A-Z][a-z0-9]+|[a-z0-9]+")
 _LINK = re.compile(r"(?<!!)\[([^\]\n]{2,120})\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 _DOCSTRING = re.compile(r'^[ \t]*[rRbBuU]?("""|\'\'\')(.*?)\1', re.S | re.M)
 # Sections whose text points elsewhere, or says nothing of the heading.
@@ -366,19 +367,32 @@ def _alerts(doc: DocumentRecord,
     subsections)."""
     named = doc.metadata.get("alerts")
     names = [n for n in named if isinstance(n, str)] if isinstance(named, list) else []
-    names += _ALERT.findall(doc.title)
+    names += alert_names(doc.title)
     seen = set()
     for name in names:
         if name not in seen:
             seen.add(name)
             yield name, _find(outline.sections, _MEANING), _find(outline.sections, _MITIGATION)
     for s in outline.sections:
-        found = _ALERT.findall(s.title)
+        found = alert_names(s.title)
         if len(found) == 1 and found[0] not in seen:
             seen.add(found[0])
             subs = outline.subsections(s)
             meaning = _find(subs, _MEANING) or (s if s.blocks else None)
             yield found[0], meaning, _find(subs, _MITIGATION)
+
+
+def alert_names(text: str) -> list[str]:
+    """Alert names in a title or heading: one word of three or more humps, two of them words
+    (``KubePodCrashLooping``, ``KubeAPIDown``, ``etcdHighNumberOfFailedGRPCRequests``), not a
+    product's name (``PostgreSQL``, ``JavaScript``, ``OpenShift``)."""
+    out = []
+    for word in _WORDLIKE.findall(text):
+        humps = _HUMPS.findall(word)
+        if len(humps) >= 3 and sum(1 for h in humps if not h.isupper()) >= 2 \
+                and any(c.isupper() for c in word[1:]):
+            out.append(word)
+    return out
 
 
 def _find(sections: list[Section], names: tuple[str, ...]) -> Section | None:

@@ -341,3 +341,15 @@ def test_training_is_seeded(catalog_with_corpus):
         weights[0].numpy(),
         next(iter(SentenceTransformer(str(packaged_model_path()),
                                       device="cpu").parameters())).detach().numpy())
+
+
+def test_alert_names_are_told_from_product_names():
+    from citewise.ingest.tuning.pairs import alert_names
+
+    assert alert_names("Alert: KubeAPIDown fires") == ["KubeAPIDown"]
+    assert alert_names("etcdHighNumberOfFailedGRPCRequests") == [
+        "etcdHighNumberOfFailedGRPCRequests"]
+    assert alert_names("NodeFilesystemSpaceFillingUp") == ["NodeFilesystemSpaceFillingUp"]
+    for product in ("PostgreSQL failover", "JavaScript bundles", "OpenShift", "PagerDuty",
+                    "HAProxy"):
+        assert alert_names(product) == [], product
