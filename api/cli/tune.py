@@ -181,6 +181,9 @@ def _train(o: dict, base: Path, out: Path, mined, stamp: datetime, guard_files: 
                           batch_size=o["batch_size"], max_seq_length=o["max_seq_length"],
                           learning_rate=o["learning_rate"], eval_every=o["eval_every"],
                           patience=o["patience"], seed=o["seed"], threads=o["threads"])
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # the weights' loading bar, between ours
     # A model of its own, not the process's shared one (index/dense.py): it is changed here.
     model = SentenceTransformer(str(base), device="cpu")
     click.echo(f"tuning {base} on {len(mined.train)} pairs ({len(mined.validation)} held out), "
