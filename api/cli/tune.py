@@ -8,6 +8,7 @@ nothing of the live index changes until `citewise reindex` builds one with it.
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,8 +53,9 @@ DEFAULT_GUARDS = ("bench/golden/shared-corpora.jsonl", "bench/golden/paraphrases
         then run `citewise serve` with the same setting. Reindex with it unset to go back.
 
         \b
-        Cost: about 11 pairs a second on two CPU cores at batch 32 (10k pairs in 15
-        minutes), ~1 GB of memory.
+        Cost: about 11 pairs a second on two idle CPU cores at batch 32 (10k pairs in 15
+        minutes); measured 1.4 a second on two cores shared with other work; about 3.5 GB
+        of memory at batch 32.
 
         \b
         Examples:
@@ -194,7 +196,7 @@ def _train(o: dict, base: Path, out: Path, mined, stamp: datetime, guard_files: 
             bar.set_postfix(loss=f"{loss:.3f}")
 
         result = tune(model, mined.train, mined.validation, options, on_step=step,
-                      on_validation=lambda v: bar.write(f"validation {v.line()}"))
+                      on_validation=lambda v: bar.write(f"validation {v.line()}", file=sys.stderr))
     out.parent.mkdir(parents=True, exist_ok=True)
     save(model, out)
     data = card(base, mined, options, result, stamp.isoformat(timespec="seconds"), guard_files)

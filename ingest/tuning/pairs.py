@@ -38,7 +38,7 @@ import posixpath
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -53,6 +53,7 @@ MIN_PASSAGE_CHARS = 60  # less is a heading over a link or a "TODO"
 _WORDLIKE = re.compile(r"\b[A-Za-z][A-Za-z0-9]{7,}\b")
 _HUMPS = re.compile(r"[A-Z]+(?![a-z])|[A-Z][a-z0-9]+|[a-z0-9]+")
 _LINK = re.compile(r"(?<!!)\[([^\]\n]{2,120})\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+_FILE_NAME = re.compile(r"(^|/)[\w.-]+\.(md|html?|txt|ya?ml|json)$", re.I)  # "redis.md"
 _DOCSTRING = re.compile(r'^[ \t]*[rRbBuU]?("""|\'\'\')(.*?)\1', re.S | re.M)
 # Sections whose text points elsewhere, or says nothing of the heading.
 _NOT_ABOUT = {"related", "see also", "references", "links", "table of contents", "contents",
@@ -195,7 +196,7 @@ class PairMiner:
         for label, href in _LINK.findall(text):
             label = _squash(re.sub(r"[`*_]", "", label))
             if normalise(label) in _VAGUE or label.startswith(("http", "www.")) \
-                    or len(normalise(label)) < 3:
+                    or len(normalise(label)) < 3 or _FILE_NAME.search(label):
                 continue
             target = _resolve(href, here, doc.source, by_path)
             if target is None or target[0].id == doc.id or (label, target[0].id) in seen:
@@ -329,7 +330,7 @@ def _body_start(doc: DocumentRecord, outline: Outline | None, chunks: list[Chunk
     if outline is not None:
         parts: list[str] = []
         for s in outline.sections:
-            text = s.plain_text()
+            text = _text(s)
             if s.title and normalise(s.title) != normalise(doc.title) and parts:
                 text = f"{s.title}\n{text}"
             if text.strip():
@@ -338,6 +339,17 @@ def _body_start(doc: DocumentRecord, outline: Outline | None, chunks: list[Chunk
                 break
         return "\n".join(parts)
     return "\n".join(c.text for c in chunks[:3])
+
+
+def _text(section: Section) -> str:
+    """A section's text without what only points elsewhere: lists whose items are each one
+    link (a table of contents, a reading list) and the note that a table of contents follows
+    ("Table of Contents generated with DocToc")."""
+    kept = [b for b in section.blocks
+            if not (b.kind == "list" and b.items and all(i.link_only for i in b.items))
+            and not (b.kind == "paragraph" and len(b.text) < 80
+                     and "table of contents" in b.text.lower())]
+    return replace(section, blocks=kept).plain_text()
 
 
 def _heading_anchor(title: str, section: Section) -> str:
@@ -352,11 +364,11 @@ def _about_something(section: Section) -> bool:
 
 def _section_text(outline: Outline, section: Section) -> str:
     """A section's own text, then its subsections' (with their headings), up to the limit."""
-    parts = [section.plain_text()]
+    parts = [_text(section)]
     for sub in outline.subsections(section):
         if sum(len(p) for p in parts) >= MAX_PASSAGE_CHARS:
             break
-        parts.append(f"{sub.title}\n{sub.plain_text()}")
+        parts.append(f"{sub.title}\n{_text(sub)}")
     return "\n".join(p for p in parts if p.strip())
 
 

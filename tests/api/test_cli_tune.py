@@ -99,6 +99,7 @@ def test_a_short_run_writes_a_model_that_reindex_adopts(data, tmp_path):
     assert {"model.safetensors", "tokenizer.json", "modules.json", "README.md",
             "tuning.json"} <= {p.name for p in out.iterdir()}
     card = json.loads((out / "tuning.json").read_text())
+    assert json.loads(result.stdout) == card  # --json: stdout is the card, and nothing else
     assert card["base_model"].endswith("model") and card["result"]["steps"] == 2
     assert card["pairs"]["train"]["title"] > 0 and "dropped_for_leakage_total" in card["pairs"]
     assert card["result"]["before"]["step"] == 0 and card["result"]["best"] is not None

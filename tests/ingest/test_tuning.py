@@ -89,6 +89,11 @@ def write_corpus(root: Path) -> None:
         ---
         # Ledger replica lag
 
+        **Table of Contents**  *generated with [DocToc](https://github.com/thlorenz/doctoc)*
+
+        - [Checking the lag](#checking-the-lag)
+        - [When captures are also late](#when-captures-are-also-late)
+
         The reporting replica of the ledger database falls behind its primary when long
         analytical queries hold back the replay of the write-ahead log.
 
@@ -106,7 +111,8 @@ def write_corpus(root: Path) -> None:
         # On-call handbook for the payments team
 
         New to the rotation? Start with the [capture backlog runbook](
-        ../runbooks/payments-queue-backlog.md) and the paging policy below.
+        ../runbooks/payments-queue-backlog.md) and the paging policy below (its file is
+        [payments-queue-backlog.md](../runbooks/payments-queue-backlog.md)).
 
         ## Paging policy
 
@@ -196,8 +202,10 @@ def test_every_kind_of_pair_comes_from_the_catalog(catalog_with_corpus):
 
     heading = by_anchor[("heading", "Ledger replica lag > Checking the lag")]
     assert "replay position" in heading.positive and "Checking the lag" not in heading.positive
+    # The body starts after its table of contents; a file name is no link text to learn.
     title = by_anchor[("title", "Ledger replica lag")]
     assert title.positive.startswith("The reporting replica")
+    assert not [p for p in pairs if p.kind == "link" and p.anchor.endswith(".md")]
     assert "Ledger replica lag" not in title.positive
     assert "five thousand" in by_anchor[
         ("summary", "What to do when captures pile up faster than the workers drain them.")
@@ -308,7 +316,8 @@ def test_a_few_steps_validate_keep_the_best_and_load_through_the_encoder(
     assert [v.step for v in result.history] == [0, 2, 4]
     assert result.before is not None and result.best is not None
     assert 0 < result.before.mrr <= 1 and result.best.mrr >= result.before.mrr
-    assert result.pairs_trained == 16 and result.peak_rss_mb > 100
+    # Four batches of at most four (an epoch's last batch may be smaller).
+    assert 8 <= result.pairs_trained <= 16 and result.peak_rss_mb > 100
     assert model.max_seq_length == 256  # the model keeps its own length for use
 
     out = tmp_path / "tuned-test"
