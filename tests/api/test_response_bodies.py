@@ -105,6 +105,7 @@ def test_conversations_a_withheld_turn_and_feedback(served):
     assert feedback.status_code == 201
     assert feedback.content == rendered({"answer_id": answer_id, "helpful": False,
                                          "comment": "step 2", "wrong_citation": 1,
+                                         "right_document": None,
                                          "created_at": feedback.json()["created_at"]})
 
 
