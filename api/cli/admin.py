@@ -14,28 +14,10 @@ from __future__ import annotations
 import getpass
 import json
 import textwrap
-from contextlib import contextmanager
 
 import click
 
-from citewise.api.cli.base import Context, cli, fail
-from citewise.errors import CitewiseError
-
-
-@contextmanager
-def _stores(obj: Context):
-    from citewise.api.composition import build_stores
-
-    try:
-        stores = build_stores(obj.local_data())
-    except CitewiseError as e:
-        fail(e)
-    try:
-        yield stores
-    except CitewiseError as e:
-        fail(e)
-    finally:
-        stores.close()
+from citewise.api.cli.base import Context, cli, local_stores
 
 
 def _operator() -> str:
@@ -92,7 +74,7 @@ def create(obj: Context, name: str, scopes: str, principal: str | None, assert_i
     from citewise.api.metering.audit import AuditLog
     from citewise.api.metering.limits import identity_key_limits, key_limits
 
-    with _stores(obj) as stores:
+    with local_stores(obj) as stores:
         key, secret = ApiKeys(stores.keys).create(
             name, scopes, principal=principal, assert_identity=assert_identity,
             expires=expires, limits=list(limits), created_by=_operator(),
@@ -134,7 +116,7 @@ def list_keys(obj: Context, as_json: bool) -> None:
     """List keys with their scopes, status and last use (never their secrets)."""
     from citewise.api.identity.keys import ApiKeys
 
-    with _stores(obj) as stores:
+    with local_stores(obj) as stores:
         rows = [k.public() for k in ApiKeys(stores.keys).list()]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
@@ -157,7 +139,7 @@ def revoke(obj: Context, name: str) -> None:
     from citewise.api.identity.keys import ApiKeys
     from citewise.api.metering.audit import AuditLog
 
-    with _stores(obj) as stores:
+    with local_stores(obj) as stores:
         key = ApiKeys(stores.keys).revoke(name)
         AuditLog(stores.metering).record("key.revoke", actor=_operator(), target=key.name,
                                          detail={"via": "cli"})
@@ -197,7 +179,7 @@ def usage(obj: Context, since: str, group_by: str, as_json: bool) -> None:
             body = remote.usage(since=since, group_by=group_by)
         start, rows = datetime.fromisoformat(body["since"]), body["rows"]
     else:
-        with _stores(obj) as stores:
+        with local_stores(obj) as stores:
             start = parse_since(since)
             rows = UsageLog(stores.metering).report(start, None, group_by)
             AuditLog(stores.metering).record("usage.read", actor=_operator(),
@@ -238,7 +220,7 @@ def audit(obj: Context, since: str, action: str | None, limit: int, as_json: boo
     from citewise.api.metering.audit import AuditLog
     from citewise.api.routes_admin import parse_since
 
-    with _stores(obj) as stores:
+    with local_stores(obj) as stores:
         log = AuditLog(stores.metering)
         start = parse_since(since)
         entries = log.read(start.isoformat(timespec="seconds"), limit, action)
@@ -295,7 +277,7 @@ def feedback_export(obj: Context, since: str, out: str | None, golden: str | Non
     from citewise.api.metering.audit import AuditLog
     from citewise.api.routes_admin import parse_since
 
-    with _stores(obj) as stores:
+    with local_stores(obj) as stores:
         start = parse_since(since)
         at = start.isoformat(timespec="milliseconds")
         if golden:

@@ -109,6 +109,24 @@ def fail(e: CitewiseError) -> NoReturn:
     sys.exit(EXIT_FAILED)
 
 
+
+@contextmanager
+def local_stores(obj: Context):
+    """The stores of this installation's own data folder (or database), for a command that
+    reads or writes them directly; a store error ends the command with its message."""
+    from citewise.api.composition import build_stores
+
+    try:
+        stores = build_stores(obj.local_data())
+    except CitewiseError as e:
+        fail(e)
+    try:
+        yield stores
+    except CitewiseError as e:
+        fail(e)
+    finally:
+        stores.close()
+
 def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return

@@ -10,28 +10,11 @@ from __future__ import annotations
 import sys
 import textwrap
 from collections import Counter
-from contextlib import contextmanager
 
 import click
 
-from citewise.api.cli.base import Context, cli, fail
+from citewise.api.cli.base import Context, cli, fail, local_stores
 from citewise.errors import CitewiseError, ConfigError
-
-
-@contextmanager
-def _catalog(obj: Context):
-    from citewise.api.composition import build_stores
-
-    try:
-        stores = build_stores(obj.local_data())
-    except CitewiseError as e:
-        fail(e)
-    try:
-        yield stores.catalog
-    except CitewiseError as e:
-        fail(e)
-    finally:
-        stores.close()
 
 
 def _path(obj: Context):
@@ -88,7 +71,8 @@ def mine(obj: Context, principals: tuple[str, ...], min_count: int) -> None:
     from citewise.retrieval.vocabulary_mining import mine as mine_catalog
 
     path, old = _load(obj)
-    with _catalog(obj) as catalog:
+    with local_stores(obj) as stores:
+        catalog = stores.catalog
         with click.progressbar(length=1, label="mining documents", file=sys.stderr) as bar:
             def progress(done: int, total: int) -> None:
                 bar.length = max(1, total)
