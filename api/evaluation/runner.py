@@ -44,9 +44,11 @@ class RetrievalConfig:
     mode: SearchMode
     fusion: FusionConfig | None = None  # hybrid only; None = the service's default
 
-    def describe(self, default: FusionConfig) -> str:
+    def describe(self, default: FusionConfig, encoder: str = "all-MiniLM-L6-v2") -> str:
         if self.mode == "dense":
-            return "dense only (all-MiniLM-L6-v2)"
+            # The encoder's own name (a tuned model's folder, a remote model): a table of
+            # results must say which vectors it measured.
+            return f"dense only ({encoder})"
         if self.mode == "sparse":
             return "BM25 only"
         return f"hybrid, {(self.fusion or default).describe()}"
@@ -192,7 +194,7 @@ def run_configs(
         fusion = config.fusion or search.fusion
         result = ConfigResult(
             config=config.name,
-            description=config.describe(search.fusion),
+            description=config.describe(search.fusion, search.dense.model_id),
             metrics=evaluate(run, qrels),
             p50_ms=statistics.median(timings) if timings else 0.0,
             p95_ms=percentile(timings, 95),
