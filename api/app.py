@@ -17,6 +17,7 @@ from citewise import __version__, metrics
 from citewise.api import (
     problems,
     routes_admin,
+    routes_console,
     routes_conversations,
     routes_docs,
     routes_ingest,
@@ -202,6 +203,7 @@ def create_app(
     app.include_router(routes_library.router)
     app.include_router(routes_ingest.router)
     app.include_router(routes_admin.router)
+    app.include_router(routes_console.router)
     app.include_router(routes_openai.router)
     app.include_router(routes_conversations.router)
     app.include_router(routes_me.router)

@@ -107,8 +107,9 @@ class AuditLog(ResponseBody):
     entries: list[AuditEntry]
 
 
-def _audit(request: Request, who: Caller, action: str, target: str | None = None,
-           detail: dict | None = None) -> None:
+def audit_call(request: Request, who: Caller, action: str, target: str | None = None,
+               detail: dict | None = None) -> None:
+    """Write an admin route's call to the audit log (reads included)."""
     request.app.state.door.audit.record(
         action, actor=who.principal, key=who.key, target=target, detail=detail,
         client=request.client.host if request.client else None,
@@ -117,7 +118,7 @@ def _audit(request: Request, who: Caller, action: str, target: str | None = None
 
 @router.get("/keys", response_model=ApiKeyList, summary="API keys (never their secrets)")
 def list_keys(request: Request, who: Annotated[Caller, Depends(caller)]) -> dict:
-    _audit(request, who, "keys.list")
+    audit_call(request, who, "keys.list")
     return {"keys": [k.public() for k in request.app.state.door.keys.list()]}
 
 
@@ -130,12 +131,10 @@ def create_key(body: KeyRequest, request: Request,
         body.name, list(body.scopes), principal=body.principal,
         assert_identity=body.assert_identity, expires=body.expires, limits=body.limits,
         created_by=who.principal, shares_conversations=body.shares_conversations)
-    _audit(request, who, "key.create", key.name, {"scopes": sorted(key.scopes),
-                                                   "principal": key.principal,
-                                                   "assert_identity": key.assert_identity,
-                                                   "shares_conversations":
-                                                       key.shares_conversations,
-                                                   "expires_at": key.expires_at})
+    audit_call(request, who, "key.create", key.name, {
+        "scopes": sorted(key.scopes), "principal": key.principal,
+        "assert_identity": key.assert_identity,
+        "shares_conversations": key.shares_conversations, "expires_at": key.expires_at})
     return {**key.public(), "secret": secret}
 
 
@@ -145,7 +144,7 @@ def create_key(body: KeyRequest, request: Request,
 def revoke_key(name: Annotated[str, Path(max_length=64)], request: Request,
                who: Annotated[Caller, Depends(caller)]) -> dict:
     key = request.app.state.door.keys.revoke(name)
-    _audit(request, who, "key.revoke", key.name)
+    audit_call(request, who, "key.revoke", key.name)
     return key.public()
 
 
@@ -178,7 +177,7 @@ def usage(
 ) -> dict:
     start = parse_since(since)
     end = parse_since(until) if until else None
-    _audit(request, who, "usage.read", detail={"since": start.isoformat(),
+    audit_call(request, who, "usage.read", detail={"since": start.isoformat(),
                                                "group_by": group_by})
     rows = request.app.state.door.usage.report(start, end, group_by)
     return {"since": start.isoformat(timespec="seconds"), "group_by": group_by, "rows": rows}
@@ -193,7 +192,7 @@ def audit(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict:
     start = parse_since(since, default=timedelta(days=30))
-    _audit(request, who, "audit.read")
+    audit_call(request, who, "audit.read")
     entries = request.app.state.door.audit.read(start.isoformat(timespec="seconds"), limit,
                                                 action)
     return {"entries": entries}
