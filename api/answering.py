@@ -101,16 +101,22 @@ class Answered:
 
 
 def meter(state: dict, answer: dict) -> None:
-    """What usage records for this request: the passages cited, the model's tokens and cost,
-    or for an answer from the cache, the tokens it saved (its usage is the original call's)."""
+    """What usage records for this request: the passages cited, the model's tokens and cost
+    and the provider that wrote it (as the gateway named it on the answer), or for an answer
+    from the cache, the tokens it saved (its usage is the original call's, and no provider was
+    called); and whether it answered or abstained, as the answer itself says."""
     state["results"] = len(answer.get("citations") or [])
     usage = answer.get("usage") or {}
     tokens = (usage.get("tokens_in", 0), usage.get("tokens_out", 0), usage.get("cost", 0.0))
+    state["provider"] = answer.get("provider")
     if answer.get("cached"):
         state["cache_hits"] = 1
         state["saved_tokens"] = tokens[0] + tokens[1]
+        state["provider"] = None
         tokens = (0, 0, 0.0)
     state["tokens_in"], state["tokens_out"], state["cost"] = tokens
+    abstained = bool(answer.get("abstained"))
+    state["answers"], state["abstentions"] = (0, 1) if abstained else (1, 0)
 
 
 @dataclass

@@ -56,6 +56,10 @@ class FeedbackRow:
     # Not helpful, and the right document was this (a path, `<source>/<path>` or a link, as
     # the person wrote it): `citewise feedback export --golden` makes it a golden-set entry.
     right_document: str | None = None
+    # What an operator did with it in the console: open, added (to the golden set), dismissed.
+    status: str = "open"
+    triaged_at: str | None = None
+    triaged_by: str | None = None
 
 
 class ConversationStore(Protocol):
@@ -97,6 +101,25 @@ class ConversationStore(Protocol):
     def feedback_since(self, since: str) -> list[tuple[dict, StoredAnswer]]:
         """Feedback given since ``since`` (``helpful``, ``comment``, ``wrong_citation``,
         ``right_document``, ``created_at``) with the answer it is about, oldest first."""
+        ...
+
+    # Triage (the operator console) -----------------------------------------------------------
+    def feedback_items(self, status: str | None, limit: int
+                       ) -> list[tuple[int, FeedbackRow, StoredAnswer]]:
+        """Feedback with its id and the answer it is about, newest first, of one triage
+        ``status`` (open, added, dismissed) or all (None)."""
+        ...
+
+    def feedback_item(self, feedback_id: int) -> tuple[FeedbackRow, StoredAnswer] | None: ...
+
+    def set_feedback_status(self, feedback_id: int, status: str, by: str, at: str) -> bool:
+        """Record what an operator did with the feedback; False when there is none of that
+        id."""
+        ...
+
+    def feedback_per_day(self, since: str) -> list[tuple[str, int, int]]:
+        """``(YYYY-MM-DD, helpful, not helpful)`` per day with feedback since ``since``, oldest
+        first."""
         ...
 
     # A copy of the whole store (``citewise migrate-catalog``: another installation's records

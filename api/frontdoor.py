@@ -224,7 +224,10 @@ class FrontDoor:
             tokens_out=int(state.get("tokens_out", 0) or 0),
             cost=float(state.get("cost", 0.0) or 0.0), request_id=request_id,
             cache_hits=int(state.get("cache_hits", 0) or 0),
-            saved_tokens=int(state.get("saved_tokens", 0) or 0)))
+            saved_tokens=int(state.get("saved_tokens", 0) or 0),
+            provider=state.get("provider") or None,
+            answers=int(state.get("answers", 0) or 0),
+            abstentions=int(state.get("abstentions", 0) or 0)))
 
 
 class RateLimited(CitewiseError):

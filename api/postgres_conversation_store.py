@@ -58,7 +58,17 @@ SCHEMA = StoreSchema("conversations", (
     """),
     # "Not helpful: the right document was ...": what `feedback export --golden` learns from.
     Migration("ALTER TABLE feedback ADD COLUMN right_document TEXT"),
+    # The console's triage: what an operator did with each (open until someone acts).
+    Migration("""
+    ALTER TABLE feedback ADD COLUMN status TEXT NOT NULL DEFAULT 'open';
+    ALTER TABLE feedback ADD COLUMN triaged_at TEXT COLLATE "C";
+    ALTER TABLE feedback ADD COLUMN triaged_by TEXT;
+    CREATE INDEX feedback_status ON feedback (status, id);
+    """),
 ))
+
+_FEEDBACK = ("answer_id, principal, helpful, comment, wrong_citation, created_at, "
+             "right_document, status, triaged_at, triaged_by")
 
 _CONVERSATION = "id, owner, title, created_at, updated_at, turns"
 _ANSWER = "id, owner, question, standalone, answer, created_at, conversation_id, turn, documents"
@@ -146,6 +156,35 @@ class PostgresConversationStore(PostgresStore):
                   "right_document": r["right_document"]},
                  _answer(r)) for r in rows]
 
+    # Triage ------------------------------------------------------------------------------------
+    def feedback_items(self, status: str | None, limit: int
+                       ) -> list[tuple[int, FeedbackRow, StoredAnswer]]:
+        where, args = ("WHERE f.status = %s", [status]) if status else ("", [])
+        rows = self.database.rows(
+            f"SELECT f.id AS feedback_id, {_given('f')}, {_columns('a', _ANSWER)} "
+            f"FROM feedback f JOIN answers a ON a.id = f.answer_id {where} "
+            "ORDER BY f.id DESC LIMIT %s", [*args, limit])
+        return [(r["feedback_id"], _feedback(r), _answer(r)) for r in rows]
+
+    def feedback_item(self, feedback_id: int) -> tuple[FeedbackRow, StoredAnswer] | None:
+        rows = self.database.rows(
+            f"SELECT {_given('f')}, {_columns('a', _ANSWER)} "
+            "FROM feedback f JOIN answers a ON a.id = f.answer_id WHERE f.id = %s",
+            [feedback_id])
+        return (_feedback(rows[0]), _answer(rows[0])) if rows else None
+
+    def set_feedback_status(self, feedback_id: int, status: str, by: str, at: str) -> bool:
+        with self.database.transaction() as conn:
+            return conn.execute(
+                "UPDATE feedback SET status = %s, triaged_by = %s, triaged_at = %s "
+                "WHERE id = %s", [status, by, at, feedback_id]).rowcount > 0
+
+    def feedback_per_day(self, since: str) -> list[tuple[str, int, int]]:
+        return [(r["day"], r["helpful"], r["not_helpful"]) for r in self.database.rows(
+            "SELECT substr(created_at, 1, 10) AS day, "
+            "sum(helpful::int)::int AS helpful, sum((NOT helpful)::int)::int AS not_helpful "
+            "FROM feedback WHERE created_at >= %s GROUP BY 1 ORDER BY 1", [since])]
+
     # A copy of the whole store -------------------------------------------------------------------
     def export_conversations(self) -> Iterator[ConversationRow]:
         for row in self.database.rows(
@@ -158,13 +197,8 @@ class PostgresConversationStore(PostgresStore):
             yield _answer(row)
 
     def export_feedback(self) -> Iterator[tuple[int, FeedbackRow]]:
-        for r in self.database.rows(
-                "SELECT id, answer_id, principal, helpful, comment, wrong_citation, created_at, "
-                "right_document FROM feedback ORDER BY id"):
-            yield r["id"], FeedbackRow(
-                answer_id=r["answer_id"], principal=r["principal"], helpful=r["helpful"],
-                comment=r["comment"], wrong_citation=r["wrong_citation"],
-                created_at=r["created_at"], right_document=r["right_document"])
+        for r in self.database.rows(f"SELECT id, {_FEEDBACK} FROM feedback ORDER BY id"):
+            yield r["id"], FeedbackRow(**{k: v for k, v in r.items() if k != "id"})
 
     def import_conversations(self, rows: list[ConversationRow]) -> None:
         with self.database.transaction() as conn:
@@ -193,12 +227,12 @@ class PostgresConversationStore(PostgresStore):
         with self.database.transaction() as conn:
             for row_id, f in rows:
                 added = conn.execute(
-                    "INSERT INTO feedback (id, answer_id, principal, helpful, comment, "
-                    "wrong_citation, created_at, right_document) OVERRIDING SYSTEM VALUE "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING "
+                    f"INSERT INTO feedback (id, {_FEEDBACK}) OVERRIDING SYSTEM VALUE "
+                    f"VALUES ({', '.join(['%s'] * 11)}) ON CONFLICT (id) DO NOTHING "
                     "RETURNING id",
                     [row_id, f.answer_id, f.principal, f.helpful, f.comment, f.wrong_citation,
-                     f.created_at, f.right_document]).fetchone()
+                     f.created_at, f.right_document, f.status, f.triaged_at,
+                     f.triaged_by]).fetchone()
                 new += added is not None
             if new:
                 # The ids given move the identity past them: feedback given later comes after.
@@ -212,3 +246,16 @@ def _answer(row: Row) -> StoredAnswer:
                         standalone=row["standalone"], answer=Answer.model_validate(row["answer"]),
                         created_at=row["created_at"], conversation_id=row["conversation_id"],
                         turn=row["turn"], documents=list(row["documents"]))
+
+
+def _columns(alias: str, columns: str) -> str:
+    return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
+
+
+def _given(alias: str) -> str:
+    """The feedback's columns, named apart from the answer's (both have ``created_at``)."""
+    return ", ".join(f"{alias}.{c.strip()} AS f_{c.strip()}" for c in _FEEDBACK.split(","))
+
+
+def _feedback(row: Row) -> FeedbackRow:
+    return FeedbackRow(**{c.strip(): row[f"f_{c.strip()}"] for c in _FEEDBACK.split(",")})

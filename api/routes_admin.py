@@ -72,6 +72,8 @@ class UsageRow(ResponseBody):
     key: str | None = Field(default=None, description="With group_by=key (null: no key).")
     route: str | None = Field(default=None, description="With group_by=route.")
     day: str | None = Field(default=None, description="With group_by=day (YYYY-MM-DD).")
+    provider: str | None = Field(default=None, description="With group_by=provider (null: "
+                                 "no model was called: extractive, cached, or not a question).")
     requests: int
     errors: int = Field(description="Answered with a status of 400 or more.")
     denied: int = Field(description="Refused with 401, 403 or 429.")
@@ -82,11 +84,16 @@ class UsageRow(ResponseBody):
     cost: float
     cache_hits: int
     saved_tokens: int = Field(description="Model tokens the answer cache saved.")
+    answers: int = Field(description="Questions answered.")
+    abstentions: int = Field(description="Questions the service declined to answer.")
+    p50_ms: float | None = Field(description="Median latency, as the upper bound of its "
+                                 "latency bucket (at most 25% above the true value).")
+    p95_ms: float | None
 
 
 class UsageReport(ResponseBody):
     since: str
-    group_by: Literal["principal", "key", "route", "day"]
+    group_by: Literal["principal", "key", "route", "day", "provider"]
     rows: list[UsageRow]
 
 
@@ -173,7 +180,7 @@ def usage(
     who: Annotated[Caller, Depends(caller)],
     since: Annotated[str | None, Query(max_length=40, description="7d, 24h or a date")] = None,
     until: Annotated[str | None, Query(max_length=40)] = None,
-    group_by: Literal["principal", "key", "route", "day"] = "principal",
+    group_by: Literal["principal", "key", "route", "day", "provider"] = "principal",
 ) -> dict:
     start = parse_since(since)
     end = parse_since(until) if until else None
@@ -187,14 +194,20 @@ def usage(
 def audit(
     request: Request,
     who: Annotated[Caller, Depends(caller)],
-    since: Annotated[str | None, Query(max_length=40)] = None,
-    action: Annotated[str | None, Query(max_length=64)] = None,
+    since: Annotated[str | None, Query(max_length=40, description="30d (default), 24h or a "
+                                       "date")] = None,
+    action: Annotated[str | None, Query(max_length=64, description="Only this action, e.g. "
+                                        "key.create")] = None,
+    actor: Annotated[str | None, Query(max_length=200, description="Only this actor, e.g. "
+                                       "key:ci-bot or user:dana")] = None,
+    outcome: Annotated[str | None, Query(max_length=32, description="Only this outcome: ok "
+                                         "or denied")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict:
     start = parse_since(since, default=timedelta(days=30))
     audit_call(request, who, "audit.read")
     entries = request.app.state.door.audit.read(start.isoformat(timespec="seconds"), limit,
-                                                action)
+                                                action, actor=actor, outcome=outcome)
     return {"entries": entries}
 
 

@@ -50,7 +50,17 @@ SCHEMA = StoreSchema("conversations", (
     """, shipped_as=7),
     # "Not helpful: the right document was ...": what `feedback export --golden` learns from.
     Migration("ALTER TABLE feedback ADD COLUMN right_document TEXT"),
+    # The console's triage: what an operator did with each (open until someone acts).
+    Migration("""
+    ALTER TABLE feedback ADD COLUMN status TEXT NOT NULL DEFAULT 'open';
+    ALTER TABLE feedback ADD COLUMN triaged_at TEXT;
+    ALTER TABLE feedback ADD COLUMN triaged_by TEXT;
+    CREATE INDEX feedback_status ON feedback(status, id);
+    """),
 ))
+
+_FEEDBACK = ("answer_id, principal, helpful, comment, wrong_citation, created_at, "
+             "right_document, status, triaged_at, triaged_by")
 
 _CONVERSATION = "id, owner, title, created_at, updated_at, turns"
 _ANSWER = "id, owner, question, standalone, answer, created_at, conversation_id, turn, documents"
@@ -137,6 +147,32 @@ class SqliteConversationStore(SqliteStore):
         return [({"helpful": bool(r[0]), "comment": r[1], "wrong_citation": r[2],
                   "created_at": r[3], "right_document": r[4]}, _answer(r[5:])) for r in rows]
 
+    # Triage ------------------------------------------------------------------------------------
+    def feedback_items(self, status: str | None, limit: int
+                       ) -> list[tuple[int, FeedbackRow, StoredAnswer]]:
+        where, args = ("WHERE f.status = ?", [status]) if status else ("", [])
+        return [(r[0], _feedback(r[1:11]), _answer(r[11:])) for r in self._conn().execute(
+            f"SELECT f.id, {_columns('f', _FEEDBACK)}, {_columns('a', _ANSWER)} "
+            f"FROM feedback f JOIN answers a ON a.id = f.answer_id {where} "
+            "ORDER BY f.id DESC LIMIT ?", [*args, limit])]
+
+    def feedback_item(self, feedback_id: int) -> tuple[FeedbackRow, StoredAnswer] | None:
+        r = self._conn().execute(
+            f"SELECT {_columns('f', _FEEDBACK)}, {_columns('a', _ANSWER)} "
+            "FROM feedback f JOIN answers a ON a.id = f.answer_id WHERE f.id = ?",
+            [feedback_id]).fetchone()
+        return (_feedback(r[:10]), _answer(r[10:])) if r else None
+
+    def set_feedback_status(self, feedback_id: int, status: str, by: str, at: str) -> bool:
+        return self._conn().execute(
+            "UPDATE feedback SET status = ?, triaged_by = ?, triaged_at = ? WHERE id = ?",
+            [status, by, at, feedback_id]).rowcount > 0
+
+    def feedback_per_day(self, since: str) -> list[tuple[str, int, int]]:
+        return [(r[0], r[1], r[2]) for r in self._conn().execute(
+            "SELECT substr(created_at, 1, 10), sum(helpful), sum(1 - helpful) FROM feedback "
+            "WHERE created_at >= ? GROUP BY 1 ORDER BY 1", [since])]
+
     # A copy of the whole store -------------------------------------------------------------------
     def export_conversations(self) -> Iterator[ConversationRow]:
         for row in self._conn().execute(f"SELECT {_CONVERSATION} FROM conversations ORDER BY id"):
@@ -147,12 +183,8 @@ class SqliteConversationStore(SqliteStore):
             yield _answer(row)
 
     def export_feedback(self) -> Iterator[tuple[int, FeedbackRow]]:
-        for r in self._conn().execute(
-                "SELECT id, answer_id, principal, helpful, comment, wrong_citation, created_at, "
-                "right_document FROM feedback ORDER BY id"):
-            yield r[0], FeedbackRow(answer_id=r[1], principal=r[2], helpful=bool(r[3]),
-                                    comment=r[4], wrong_citation=r[5], created_at=r[6],
-                                    right_document=r[7])
+        for r in self._conn().execute(f"SELECT id, {_FEEDBACK} FROM feedback ORDER BY id"):
+            yield r[0], _feedback(r[1:])
 
     def import_conversations(self, rows: list[ConversationRow]) -> None:
         with self.database.transaction():
@@ -174,11 +206,11 @@ class SqliteConversationStore(SqliteStore):
     def import_feedback(self, rows: list[tuple[int, FeedbackRow]]) -> int:
         with self.database.transaction():
             return sum(self._conn().execute(
-                "INSERT INTO feedback (id, answer_id, principal, helpful, comment, "
-                "wrong_citation, created_at, right_document) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                f"INSERT INTO feedback (id, {_FEEDBACK}) VALUES ({', '.join('?' * 11)}) "
                 "ON CONFLICT(id) DO NOTHING",
                 (row_id, f.answer_id, f.principal, int(f.helpful), f.comment,
-                 f.wrong_citation, f.created_at, f.right_document)).rowcount
+                 f.wrong_citation, f.created_at, f.right_document, f.status, f.triaged_at,
+                 f.triaged_by)).rowcount
                 for row_id, f in rows)
 
 
@@ -189,3 +221,16 @@ def _answer(row) -> StoredAnswer:
                         answer=Answer.model_validate_json(answer), created_at=created_at,
                         conversation_id=conversation_id, turn=turn,
                         documents=json.loads(documents or "[]"))
+
+
+def _columns(alias: str, columns: str) -> str:
+    return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
+
+
+def _feedback(row) -> FeedbackRow:
+    (answer_id, principal, helpful, comment, wrong_citation, created_at, right_document,
+     status, triaged_at, triaged_by) = tuple(row)
+    return FeedbackRow(answer_id=answer_id, principal=principal, helpful=bool(helpful),
+                       comment=comment, wrong_citation=wrong_citation, created_at=created_at,
+                       right_document=right_document, status=status, triaged_at=triaged_at,
+                       triaged_by=triaged_by)

@@ -29,6 +29,7 @@ from citewise import metrics
 from citewise.errors import CitewiseError
 from citewise.gateway.breaker import OPEN, STATE_VALUE, CircuitBreaker
 from citewise.gateway.provider import Provider, ProviderSpec
+from citewise.gateway.stats import GatewayStats
 from citewise.gateway.wire import ChatUsage, ProviderError
 
 log = logging.getLogger("citewise.gateway")
@@ -84,6 +85,7 @@ class Gateway:
         self.backoff_max = backoff_max
         self._sleep = sleep
         self._rng = rng
+        self.stats = GatewayStats()  # this process's own counts, for the console
         for p in providers:
             metrics.LLM_BREAKER.labels(p.name).set(0)
 
@@ -130,6 +132,7 @@ class Gateway:
 
     def _failed(self, p: Provider, e: ProviderError, failures: list[str]) -> None:
         failures.append(str(e))
+        self.stats.failed(p.name)
         metrics.LLM_ERRORS.labels(p.name, e.kind).inc()
         metrics.LLM_FAILOVERS.labels(p.name).inc()
         log.warning("model call failed, moving on: %s", e)
@@ -142,8 +145,11 @@ class Gateway:
         else:
             p.breaker.failure()
 
-    def _succeeded(self, p: Provider, usage: ChatUsage, started: float) -> None:
+    def _succeeded(self, p: Provider, usage: ChatUsage, started: float,
+                   failures: list[str]) -> None:
         p.breaker.success()
+        self.stats.served(p.name, usage.tokens_in, usage.tokens_out, usage.cost,
+                          after_failures=bool(failures))
         metrics.LLM_SECONDS.labels(p.name).observe(time.monotonic() - started)
         metrics.LLM_TOKENS.labels(p.name, "in").inc(usage.tokens_in)
         metrics.LLM_TOKENS.labels(p.name, "out").inc(usage.tokens_out)
@@ -171,13 +177,14 @@ class Gateway:
             except StopIteration:
                 raise self._give_up(failures, deadline) from None
             started = time.monotonic()
+            self.stats.called(p.name)
             try:
                 result, usage = call(p, end - started)
             except ProviderError as e:
                 self._failed(p, e, failures)
                 ok = e.retryable
                 continue
-            self._succeeded(p, usage, started)
+            self._succeeded(p, usage, started, failures)
             return result, p, usage, failures
 
     def complete(self, messages: list[dict[str, Any]], *, deadline: float | None = None,
@@ -194,6 +201,14 @@ class Gateway:
 
     def stream(self, messages: list[dict[str, Any]], *, deadline: float | None = None) -> Streamed:
         return Streamed(self, messages, deadline or self.deadline)
+
+    def provider_stats(self) -> list[dict[str, Any]]:
+        """Each provider, in the chain's order, with its breaker and what this process saw of
+        it since it started (``stats.py``): calls, failures, take-overs, tokens, cost and time
+        to first token."""
+        return [{"name": p.name, "kind": "openai", "model": p.spec.model,
+                 "breaker": p.breaker.state, **self.stats.snapshot(p.name)}
+                for p in self.providers]
 
     def health(self) -> list[dict[str, Any]]:
         return [{"name": p.name, "model": p.spec.model, **p.breaker.snapshot(),
@@ -245,6 +260,7 @@ class Streamed:
             received: list[str] = []
             reported = None
             ttft = None
+            gw.stats.called(p.name)
             upstream = p.stream(self._messages, timeout=end - started)
             try:
                 for chunk in upstream:
@@ -254,6 +270,7 @@ class Streamed:
                         if ttft is None:
                             ttft = time.monotonic() - started
                             metrics.LLM_TTFT.labels(p.name).observe(ttft)
+                            gw.stats.first_token(p.name, ttft)
                         received.append(chunk.text)
                         yield chunk.text
             except ProviderError as e:
@@ -269,7 +286,7 @@ class Streamed:
                 upstream.close()
             text = "".join(received)
             usage = p.usage(reported, self._messages, text)
-            gw._succeeded(p, usage, started)
+            gw._succeeded(p, usage, started, failures)
             self.completion = Completion(text=text, provider=p.name, model=p.spec.model,
                                          usage=usage, failures=failures, ttft=ttft)
             return

@@ -154,6 +154,10 @@ def revoke(obj: Context, name: str) -> None:
           citewise usage                       per principal, last 7 days
           citewise usage --since 24h --by key
           citewise usage --since 2026-12-01 --by day --json
+          citewise usage --since 30d --by provider
+
+        p50/p95 are read from fixed latency buckets that outlive compaction: each is the upper
+        bound of its bucket, at most 25% above the true value.
 
         With CITEWISE_URL set, the server's usage (GET /v1/usage: a key with the admin scope in
         CITEWISE_API_KEY).
@@ -161,7 +165,8 @@ def revoke(obj: Context, name: str) -> None:
     )
 )
 @click.option("--since", default="7d", show_default=True, help="7d, 24h, 30m or an ISO date.")
-@click.option("--by", "group_by", type=click.Choice(["principal", "key", "route", "day"]),
+@click.option("--by", "group_by",
+              type=click.Choice(["principal", "key", "route", "day", "provider"]),
               default="principal", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
@@ -189,12 +194,15 @@ def usage(obj: Context, since: str, group_by: str, as_json: bool) -> None:
         return
     click.echo(f"usage since {start.isoformat(timespec='seconds')}, by {group_by}")
     click.echo(f"{group_by:<32} {'requests':>8} {'errors':>7} {'refused':>7} {'mean ms':>8} "
-               f"{'results':>8} {'tokens':>9} {'cost':>9} {'cached':>7} {'saved':>8}")
+               f"{'p50 ms':>8} {'p95 ms':>8} {'results':>8} {'tokens':>9} {'cost':>9} "
+               f"{'cached':>7} {'saved':>8} {'answers':>7} {'abstain':>7}")
     for r in rows:
         click.echo(f"{str(r[group_by] or '-')[:32]:<32} {r['requests']:>8} {r['errors']:>7} "
-                   f"{r['denied']:>7} {r['mean_latency_ms'] or 0:>8.1f} {r['results']:>8} "
-                   f"{r['tokens_in'] + r['tokens_out']:>9} {r['cost']:>9.4f} "
-                   f"{r['cache_hits']:>7} {r['saved_tokens']:>8}")
+                   f"{r['denied']:>7} {r['mean_latency_ms'] or 0:>8.1f} "
+                   f"{r.get('p50_ms') or 0:>8.1f} {r.get('p95_ms') or 0:>8.1f} "
+                   f"{r['results']:>8} {r['tokens_in'] + r['tokens_out']:>9} "
+                   f"{r['cost']:>9.4f} {r['cache_hits']:>7} {r['saved_tokens']:>8} "
+                   f"{r.get('answers', 0):>7} {r.get('abstentions', 0):>7}")
     if not rows:
         click.echo("(no requests)")
 

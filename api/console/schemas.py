@@ -180,7 +180,8 @@ class GoldenAdded(ResponseBody):
     status: Literal["added"]
     entry: dict[str, Any] = Field(description="The golden-set entry, as `citewise eval --qa` "
                                   "reads it.")
-    path: str = Field(description="The file it was appended to (CITEWISE_GOLDEN_FEEDBACK_FILE).")
+    path: str = Field(description="The file it was appended to: <data dir>/golden/"
+                      "feedback.jsonl.")
 
 
 class Dismissed(ResponseBody):

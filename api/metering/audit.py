@@ -54,5 +54,7 @@ class AuditLog:
             return dropped
 
     def read(self, since: str | None = None, limit: int = 100, action: str | None = None,
-             after_id: int | None = None) -> list[dict]:
-        return self.store.read_audit(since, limit, action, after_id)
+             after_id: int | None = None, *, actor: str | None = None,
+             outcome: str | None = None) -> list[dict]:
+        return self.store.read_audit(since, limit, action, after_id, actor=actor,
+                                     outcome=outcome)

@@ -24,6 +24,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from citewise.api.metering.buckets import Level, Step
+from citewise.api.metering.latency import bucket_case_sql, bucket_of
 from citewise.api.metering.store import AuditEntry, HourlyUsage, Usage
 from citewise.postgres import PostgresStore
 from citewise.store_schema import Migration, StoreSchema
@@ -94,6 +95,30 @@ SCHEMA = StoreSchema("metering", (
     CREATE TRIGGER audit_no_truncate BEFORE TRUNCATE ON audit
         FOR EACH STATEMENT EXECUTE FUNCTION audit_is_append_only();
     """),
+    # The console's figures, as the SQLite store's third migration: the provider (part of an
+    # hour's key), answers and abstentions, and requests per latency bucket (``latency.py``).
+    Migration(f"""
+    ALTER TABLE usage ADD COLUMN provider TEXT COLLATE "C";
+    ALTER TABLE usage ADD COLUMN answers INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE usage ADD COLUMN abstentions INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE usage ADD COLUMN latency_bucket INTEGER NOT NULL DEFAULT 0;
+    UPDATE usage SET latency_bucket = {bucket_case_sql("latency_ms")};
+    ALTER TABLE usage_hourly ADD COLUMN provider TEXT COLLATE "C" NOT NULL DEFAULT '';
+    ALTER TABLE usage_hourly ADD COLUMN answers BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE usage_hourly ADD COLUMN abstentions BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE usage_hourly DROP CONSTRAINT usage_hourly_pkey;
+    ALTER TABLE usage_hourly ADD PRIMARY KEY (hour, principal, key, route, provider);
+    CREATE TABLE usage_latency_hourly (
+        hour TEXT COLLATE "C" NOT NULL,
+        principal TEXT COLLATE "C" NOT NULL,
+        key TEXT COLLATE "C" NOT NULL DEFAULT '',
+        route TEXT COLLATE "C" NOT NULL,
+        provider TEXT COLLATE "C" NOT NULL DEFAULT '',
+        bucket INTEGER NOT NULL,
+        requests BIGINT NOT NULL,
+        PRIMARY KEY (hour, principal, key, route, provider, bucket)
+    );
+    """),
 ))
 
 # The first key of the transaction-scoped advisory locks on rate buckets (the second is the
@@ -101,12 +126,13 @@ SCHEMA = StoreSchema("metering", (
 # migrations and the run lock take.
 BUCKET_LOCKS = 0x63697465
 
-_USAGE = ("at, principal, key, route, method, status, latency_ms, results, tokens_in, "
-          "tokens_out, cost, request_id, cache_hits, saved_tokens")
+_USAGE = ", ".join(f.name for f in fields(Usage))  # in the order of its fields (astuple)
 _SUMS = ("requests", "errors", "denied", "results", "tokens_in", "tokens_out", "cache_hits",
-         "saved_tokens")
+         "saved_tokens", "answers", "abstentions")
 _GROUP_SQL = {"principal": "principal", "key": "coalesce(key, '')", "route": "route",
-              "day": "substr(t, 1, 10)"}
+              "day": "substr(t, 1, 10)", "provider": "coalesce(provider, '')",
+              "hour": "substr(t, 1, 13)", "all": "''"}
+_HOURLY_KEY = "hour, principal, key, route, provider"
 
 
 class PostgresMeteringStore(PostgresStore):
@@ -118,25 +144,28 @@ class PostgresMeteringStore(PostgresStore):
     def add_usage(self, rows: list[Usage]) -> None:
         with self.database.transaction() as conn:
             conn.cursor().executemany(
-                f"INSERT INTO usage ({_USAGE}) VALUES ({', '.join(['%s'] * 14)})",
-                [astuple(r) for r in rows])
+                f"INSERT INTO usage ({_USAGE}, latency_bucket) "
+                f"VALUES ({', '.join(['%s'] * (len(fields(Usage)) + 1))})",
+                [(*astuple(r), bucket_of(r.latency_ms)) for r in rows])
 
     def compact_usage(self, before: str, drop_before: str) -> int:
         with self.database.transaction() as conn:
             row = conn.execute(
                 f"""
                 WITH folded AS (
-                    DELETE FROM usage WHERE at < %s RETURNING {_USAGE}
+                    DELETE FROM usage WHERE at < %s RETURNING {_USAGE}, latency_bucket
                 ), hourly AS (
-                    INSERT INTO usage_hourly AS h (hour, principal, key, route, requests,
+                    INSERT INTO usage_hourly AS h ({_HOURLY_KEY}, requests,
                         errors, denied, latency_ms_sum, results, tokens_in, tokens_out, cost,
-                        cache_hits, saved_tokens)
-                    SELECT substr(at, 1, 13), principal, coalesce(key, ''), route, count(*),
+                        cache_hits, saved_tokens, answers, abstentions)
+                    SELECT substr(at, 1, 13), principal, coalesce(key, ''), route,
+                           coalesce(provider, ''), count(*),
                            sum((status >= 400)::int), sum((status IN (401, 403, 429))::int),
                            sum(latency_ms), sum(results), sum(tokens_in), sum(tokens_out),
-                           sum(cost), sum(cache_hits), sum(saved_tokens)
-                    FROM folded GROUP BY 1, 2, 3, 4
-                    ON CONFLICT (hour, principal, key, route) DO UPDATE SET
+                           sum(cost), sum(cache_hits), sum(saved_tokens), sum(answers),
+                           sum(abstentions)
+                    FROM folded GROUP BY 1, 2, 3, 4, 5
+                    ON CONFLICT ({_HOURLY_KEY}) DO UPDATE SET
                         requests = h.requests + excluded.requests,
                         errors = h.errors + excluded.errors,
                         denied = h.denied + excluded.denied,
@@ -146,39 +175,70 @@ class PostgresMeteringStore(PostgresStore):
                         tokens_out = h.tokens_out + excluded.tokens_out,
                         cost = h.cost + excluded.cost,
                         cache_hits = h.cache_hits + excluded.cache_hits,
-                        saved_tokens = h.saved_tokens + excluded.saved_tokens
+                        saved_tokens = h.saved_tokens + excluded.saved_tokens,
+                        answers = h.answers + excluded.answers,
+                        abstentions = h.abstentions + excluded.abstentions
+                    RETURNING 1
+                ), latency AS (
+                    INSERT INTO usage_latency_hourly AS l ({_HOURLY_KEY}, bucket, requests)
+                    SELECT substr(at, 1, 13), principal, coalesce(key, ''), route,
+                           coalesce(provider, ''), latency_bucket, count(*)
+                    FROM folded GROUP BY 1, 2, 3, 4, 5, 6
+                    ON CONFLICT ({_HOURLY_KEY}, bucket) DO UPDATE SET
+                        requests = l.requests + excluded.requests
                     RETURNING 1
                 )
                 SELECT count(*) AS folded FROM folded""", [before]).fetchone()
             conn.execute("DELETE FROM usage_hourly WHERE hour < %s", [drop_before[:13]])
+            conn.execute("DELETE FROM usage_latency_hourly WHERE hour < %s",
+                         [drop_before[:13]])
         return int(row["folded"]) if row else 0
 
     def usage_report(self, since: str, until: str, group_by: str) -> list[dict[str, Any]]:
         sums = ", ".join(f"sum({c})::bigint AS {c}" for c in _SUMS)
+        grp = _GROUP_SQL[group_by]
         query = f"""
             WITH rows AS (
-                SELECT at AS t, principal, key, route, 1::bigint AS requests,
+                SELECT at AS t, principal, key, route, provider, 1::bigint AS requests,
                        (status >= 400)::int::bigint AS errors,
                        (status IN (401, 403, 429))::int::bigint AS denied,
                        latency_ms AS latency_ms_sum, results::bigint, tokens_in::bigint,
-                       tokens_out::bigint, cost, cache_hits::bigint, saved_tokens::bigint
+                       tokens_out::bigint, cost, cache_hits::bigint, saved_tokens::bigint,
+                       answers::bigint, abstentions::bigint
                 FROM usage WHERE at >= %s AND at < %s
                 UNION ALL
-                SELECT hour || ':00:00+00:00', principal, nullif(key, ''), route, requests,
-                       errors, denied, latency_ms_sum, results, tokens_in, tokens_out, cost,
-                       cache_hits, saved_tokens
+                SELECT hour || ':00:00+00:00', principal, nullif(key, ''), route,
+                       nullif(provider, ''), requests, errors, denied, latency_ms_sum, results,
+                       tokens_in, tokens_out, cost, cache_hits, saved_tokens, answers,
+                       abstentions
                 FROM usage_hourly WHERE hour >= %s AND hour < %s
             )
-            SELECT {_GROUP_SQL[group_by]} AS grp, {sums},
+            SELECT {grp} AS grp, {sums},
                    round((sum(latency_ms_sum) / sum(requests))::numeric, 1)::float8
                        AS mean_latency_ms,
                    round(sum(cost)::numeric, 6)::float8 AS cost
             FROM rows GROUP BY grp ORDER BY requests DESC, grp"""
-        rows = self.database.rows(query, [since, until, since[:13], until[:13]])
+        window = [since, until, since[:13], until[:13]]
+        rows = self.database.rows(query, window)
+        latency: dict[str, dict[int, int]] = {}
+        for r in self.database.rows(f"""
+            WITH rows AS (
+                SELECT at AS t, principal, key, route, provider, latency_bucket AS bucket,
+                       1::bigint AS requests
+                FROM usage WHERE at >= %s AND at < %s
+                UNION ALL
+                SELECT hour || ':00:00+00:00', principal, nullif(key, ''), route,
+                       nullif(provider, ''), bucket, requests
+                FROM usage_latency_hourly WHERE hour >= %s AND hour < %s
+            )
+            SELECT {grp} AS grp, bucket, sum(requests)::bigint AS requests FROM rows
+            GROUP BY grp, bucket""", window):
+            latency.setdefault(r["grp"], {})[r["bucket"]] = r["requests"]
         # The columns in the order the SQLite store gives them.
         order = ("requests", "errors", "denied", "mean_latency_ms", "results", "tokens_in",
-                 "tokens_out", "cost", "cache_hits", "saved_tokens")
-        return [{group_by: r["grp"] or None, **{k: r[k] for k in order}} for r in rows]
+                 "tokens_out", "cost", "cache_hits", "saved_tokens", "answers", "abstentions")
+        return [{group_by: r["grp"] or None, **{k: r[k] for k in order},
+                 "latency_counts": latency.get(r["grp"], {})} for r in rows]
 
     # The audit log -----------------------------------------------------------------------------
     def append_audit(self, entry: AuditEntry) -> None:
@@ -189,15 +249,17 @@ class PostgresMeteringStore(PostgresStore):
              Jsonb(entry.detail or {}, dumps=_dumps), entry.client, entry.request_id])
 
     def read_audit(self, since: str | None = None, limit: int = 100,
-                   action: str | None = None, after_id: int | None = None) -> list[dict[str, Any]]:
+                   action: str | None = None, after_id: int | None = None, *,
+                   actor: str | None = None, outcome: str | None = None) -> list[dict[str, Any]]:
         query = "SELECT * FROM audit WHERE TRUE"
         args: list[Any] = []
         if since:
             query += " AND at >= %s"
             args.append(since)
-        if action:
-            query += " AND action = %s"
-            args.append(action)
+        for column, value in (("action", action), ("actor", actor), ("outcome", outcome)):
+            if value:
+                query += f" AND {column} = %s"
+                args.append(value)
         if after_id is not None:
             query += " AND id > %s"
             args.append(after_id)
@@ -249,8 +311,16 @@ class PostgresMeteringStore(PostgresStore):
             yield r["id"], Usage(**{f.name: r[f.name] for f in fields(Usage)})
 
     def export_hourly_usage(self) -> list[HourlyUsage]:
-        return [HourlyUsage(**{**r, "key": r["key"] or None}) for r in self.database.rows(
-            "SELECT * FROM usage_hourly ORDER BY hour, principal, key, route")]
+        latency: dict[tuple, dict[int, int]] = {}
+        for r in self.database.rows("SELECT * FROM usage_latency_hourly"):
+            key = (r["hour"], r["principal"], r["key"], r["route"], r["provider"])
+            latency.setdefault(key, {})[r["bucket"]] = r["requests"]
+        return [HourlyUsage(**{**r, "key": r["key"] or None, "provider": r["provider"] or None,
+                               "latency_counts": latency.get(
+                                   (r["hour"], r["principal"], r["key"], r["route"],
+                                    r["provider"]), {})})
+                for r in self.database.rows(
+                    f"SELECT * FROM usage_hourly ORDER BY {_HOURLY_KEY}")]
 
     def export_audit(self) -> Iterator[tuple[int, AuditEntry]]:
         for r in self.database.rows("SELECT * FROM audit ORDER BY id"):
@@ -260,20 +330,35 @@ class PostgresMeteringStore(PostgresStore):
                 request_id=r["request_id"])
 
     def import_usage(self, rows: list[tuple[int, Usage]]) -> int:
-        columns = ["id", *(f.name for f in fields(Usage))]
+        columns = ["id", *(f.name for f in fields(Usage)), "latency_bucket"]
         return self._import_with_ids("usage", columns, [
-            (row_id, *astuple(usage)) for row_id, usage in rows])
+            (row_id, *astuple(usage), bucket_of(usage.latency_ms)) for row_id, usage in rows])
 
     def import_hourly_usage(self, rows: list[HourlyUsage]) -> None:
-        columns = [f.name for f in fields(HourlyUsage)]
-        updates = ", ".join(f"{c} = excluded.{c}" for c in columns[4:])
+        first = _HOURLY_KEY.split(", ")
+        rest = [f.name for f in fields(HourlyUsage)
+                if f.name not in first and f.name != "latency_counts"]
+        updates = ", ".join(f"{c} = excluded.{c}" for c in rest)
+        # The table keeps no key and no provider as '' (part of its primary key), as
+        # compaction does.
+        keyed = [(r, (r.hour, r.principal, r.key or "", r.route, r.provider or ""))
+                 for r in rows]
         with self.database.transaction() as conn:
-            conn.cursor().executemany(
-                f"INSERT INTO usage_hourly ({', '.join(columns)}) "
-                f"VALUES ({', '.join(['%s'] * len(columns))}) "
-                f"ON CONFLICT (hour, principal, key, route) DO UPDATE SET {updates}",
-                # The table keeps no key as '' (part of its primary key), as compaction does.
-                [(*astuple(r)[:2], r.key or "", *astuple(r)[3:]) for r in rows])
+            cursor = conn.cursor()
+            cursor.executemany(
+                f"INSERT INTO usage_hourly ({', '.join([*first, *rest])}) "
+                f"VALUES ({', '.join(['%s'] * (len(first) + len(rest)))}) "
+                f"ON CONFLICT ({_HOURLY_KEY}) DO UPDATE SET {updates}",
+                [(*key, *(getattr(r, c) for c in rest)) for r, key in keyed])
+            cursor.executemany(
+                f"DELETE FROM usage_latency_hourly WHERE ({_HOURLY_KEY}) = "
+                "(%s, %s, %s, %s, %s)", [key for _, key in keyed])
+            latency = [(*key, bucket, n) for r, key in keyed
+                       for bucket, n in r.latency_counts.items()]
+            if latency:
+                cursor.executemany(
+                    f"INSERT INTO usage_latency_hourly ({_HOURLY_KEY}, bucket, requests) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s)", latency)
 
     def import_audit(self, entries: list[tuple[int, AuditEntry]]) -> int:
         columns = ["id", "at", "actor", "key", "action", "target", "outcome", "detail",

@@ -9,10 +9,12 @@ append-only: no method changes or removes an entry, and the SQLite tables refuse
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
-GROUPINGS = ("principal", "key", "route", "day")
+GROUPINGS = ("principal", "key", "route", "day", "provider")
+# What the console groups by besides: the hour, and everything at once (one row, group None).
+REPORT_GROUPINGS = (*GROUPINGS, "hour", "all")
 
 
 @dataclass
@@ -31,6 +33,9 @@ class Usage:
     request_id: str | None = None
     cache_hits: int = 0  # 1 when the answer came from the semantic cache
     saved_tokens: int = 0  # the model tokens that hit did not spend
+    provider: str | None = None  # the model provider that wrote the answer (None: no model)
+    answers: int = 0  # 1 when the request answered a question (not an abstention)
+    abstentions: int = 0  # 1 when it declined to answer one
 
 
 @dataclass
@@ -51,6 +56,12 @@ class HourlyUsage:
     cost: float
     cache_hits: int = 0
     saved_tokens: int = 0
+    provider: str | None = None
+    answers: int = 0
+    abstentions: int = 0
+    # Requests per latency bucket (``latency.py``'s index -> count): what p50 and p95 are read
+    # from once the requests themselves are gone.
+    latency_counts: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -73,25 +84,30 @@ class MeteringStore(Protocol):
         ...
 
     def compact_usage(self, before: str, drop_before: str) -> int:
-        """Fold the requests older than ``before`` into one row per hour, principal, key and
-        route (added to the hour's row if it has one), and drop hourly rows older than
+        """Fold the requests older than ``before`` into one row per hour, principal, key,
+        route and provider (added to the hour's row if it has one) with the count of its
+        requests per latency bucket (``latency.py``), and drop hourly rows older than
         ``drop_before``; how many requests were folded."""
         ...
 
     def usage_report(self, since: str, until: str, group_by: str) -> list[dict]:
         """Requests, errors (status 400 and up), refusals (401, 403, 429), mean latency,
-        results, tokens, cost, cache hits and saved tokens per ``group_by`` (one of
-        ``GROUPINGS``) between ``since`` and ``until``, from per-request and hourly rows alike;
-        most requests first. Each row names its group under ``group_by`` (None for no key)."""
+        results, tokens, cost, cache hits, saved tokens, answers and abstentions per
+        ``group_by`` (one of ``REPORT_GROUPINGS``) between ``since`` and ``until``, from
+        per-request and hourly rows alike; most requests first. Each row names its group under
+        ``group_by`` (None for no key, no provider, or ``all``) and carries ``latency_counts``,
+        its requests per latency bucket, from which ``UsageLog`` reads p50 and p95."""
         ...
 
     # The audit log -----------------------------------------------------------------------------
     def append_audit(self, entry: AuditEntry) -> None: ...
 
     def read_audit(self, since: str | None = None, limit: int = 100,
-                   action: str | None = None, after_id: int | None = None) -> list[dict]:
+                   action: str | None = None, after_id: int | None = None, *,
+                   actor: str | None = None, outcome: str | None = None) -> list[dict]:
         """Entries, newest first, each with an ``id`` that grows with every entry appended
-        (``after_id``: only later ones) and its ``detail`` decoded."""
+        (``after_id``: only later ones) and its ``detail`` decoded; ``action``, ``actor`` and
+        ``outcome`` keep the entries that have that value, exactly."""
         ...
 
     # Token buckets -----------------------------------------------------------------------------

@@ -13,7 +13,8 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 from citewise.api.identity.key_store import KeyStore
-from citewise.api.metering.store import GROUPINGS, MeteringStore, Usage
+from citewise.api.metering.latency import percentile
+from citewise.api.metering.store import REPORT_GROUPINGS, MeteringStore, Usage
 from citewise.errors import InvalidRequestError
 
 MAX_PENDING = 50_000  # requests' usage kept in memory while it cannot be written
@@ -66,12 +67,19 @@ class UsageLog:
 
     def report(self, since: datetime, until: datetime | None = None,
                group_by: str = "principal") -> list[dict]:
-        """Requests, errors, refusals, mean latency, results, tokens and cost per group, from
-        the raw rows and the hourly ones alike."""
-        if group_by not in GROUPINGS:
+        """Requests, errors, refusals, mean latency, results, tokens and cost, cache hits,
+        answers and abstentions per group, from the raw rows and the hourly ones alike, with
+        p50 and p95 latency read from the latency buckets (``latency.py``: each the upper bound
+        of its bucket, at most 25% above the true value)."""
+        if group_by not in REPORT_GROUPINGS:
             raise InvalidRequestError(f"cannot group usage by {group_by!r}",
-                                      hint=f"group_by is one of {', '.join(GROUPINGS)}")
+                                      hint=f"group_by is one of {', '.join(REPORT_GROUPINGS)}")
         self.flush()
         until = until or datetime.now(UTC) + timedelta(seconds=1)
         lo, hi = since.isoformat(timespec="seconds"), until.isoformat(timespec="seconds")
-        return self.store.usage_report(lo, hi, group_by)
+        rows = self.store.usage_report(lo, hi, group_by)
+        for row in rows:
+            counts = row.pop("latency_counts")
+            row["p50_ms"] = percentile(counts, 0.50)
+            row["p95_ms"] = percentile(counts, 0.95)
+        return rows

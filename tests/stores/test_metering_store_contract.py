@@ -126,3 +126,42 @@ def test_usage_audit_and_buckets_copy_into_another_store_once_and_in_order(store
 
     there.save_buckets(here.load_buckets() | {"p|answer|minute": (1.5, 1000.0)}, 0.0)
     assert there.load_buckets()["p|answer|minute"] == (1.5, 1000.0)
+
+
+def test_providers_answers_and_latency_percentiles_survive_compaction(stores, other_stores):
+    """The console's figures: per provider, answers against abstentions, and p50/p95 read from
+    latency buckets, the same before the requests are folded into hours and after (and after
+    a copy into another store)."""
+    log = UsageLog(stores.metering, stores.keys, raw_days=7, retention_days=400)
+    latencies = [10.0] * 10 + [100.0] * 8 + [2000.0, 5000.0]  # p50 10 ms, p95 2 s
+    for i, ms in enumerate(latencies):
+        answered = i % 4 != 0
+        log.record(Usage((NOW - timedelta(days=10, minutes=i)).isoformat(timespec="seconds"),
+                         "user:dana", "bot", "/v1/answer", "POST", 200, ms,
+                         provider="primary" if i % 2 else None, tokens_in=5,
+                         answers=int(answered), abstentions=int(not answered)))
+    log.flush()
+    window = (NOW - timedelta(days=30), NOW)
+
+    def figures(report):
+        return [(r["provider"], r["requests"], r["answers"], r["abstentions"], r["tokens_in"],
+                 r["p50_ms"], r["p95_ms"]) for r in report]
+
+    before = figures(log.report(*window, group_by="provider"))
+    # Odd requests went to "primary" (5 of 10 ms, 4 of 100 ms, one of 5 s), even ones to no
+    # model (5 of 10 ms, 4 of 100 ms, one of 2 s); every fourth abstained. Nearest rank over
+    # the buckets (1.25^i ms), each value its bucket's upper bound: 10 ms reads 11.642
+    # (1.25^11), 2 s 2465.19 (1.25^35), 5 s 6018.531 (1.25^39).
+    assert before == [(None, 10, 5, 5, 50, 11.642, 2465.19),
+                      ("primary", 10, 10, 0, 50, 11.642, 6018.531)]
+    total = log.report(*window, group_by="all")
+    assert [(r["all"], r["requests"], r["p50_ms"], r["p95_ms"]) for r in total] == [
+        (None, 20, 11.642, 2465.19)]
+    assert log.compact(NOW) == 20
+    assert figures(log.report(*window, group_by="provider")) == before
+    hours = stores.metering.export_hourly_usage()
+    assert sum(sum(h.latency_counts.values()) for h in hours) == 20
+    other_stores.metering.import_hourly_usage(hours)
+    assert other_stores.metering.export_hourly_usage() == hours
+    copied = UsageLog(other_stores.metering).report(*window, group_by="provider")
+    assert figures(copied) == before
