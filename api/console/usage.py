@@ -39,8 +39,9 @@ def dashboard(usage: UsageLog, window: str, now: datetime | None = None) -> dict
     for i in range(count):
         at = since + i * length
         label = at.strftime("%Y-%m-%dT%H") if bucket == "hour" else at.date().isoformat()
-        series.append({"at": at.isoformat(timespec="seconds"),
-                       **_figures(by_bucket.get(label))})
+        # ``at`` last, as the response model (``UsagePoint``) orders its fields.
+        series.append({**_figures(by_bucket.get(label)),
+                       "at": at.isoformat(timespec="seconds")})
     totals = usage.report(since, until, "all")
     top = {group: [_row(r, group) for r in usage.report(since, until, group)[:TOP]]
            for group in TOPS}

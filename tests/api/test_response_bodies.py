@@ -148,3 +148,25 @@ def test_sources(served):
     client, services, who, _ = served
     assert client.get("/v1/sources").content == rendered(
         {"sources": services.library.sources(who.identity, every_name=True)})
+
+
+def test_console_routes(served):
+    """The console's routes send what their services return, key for key and in order."""
+    from citewise.api.console.feedback import triage
+    from citewise.api.console.sources import source_statuses
+    from citewise.api.console.usage import dashboard
+
+    client, services, _, _ = served
+    settings = services.settings
+    assert client.get("/v1/admin/sources").content == rendered({"sources": source_statuses(
+        services.sources, services.catalog, list(settings.sources), settings.default_readers,
+        settings.ingest.schedule_ingest)})
+    for window in ("24h", "7d", "30d"):
+        # Read first (it writes the usage kept so far): the call's own row comes after it.
+        expected = dashboard(client.app.state.door.usage, window)
+        got = client.get("/v1/admin/usage", params={"window": window})
+        assert got.content == rendered(expected), window
+    models = client.get("/v1/admin/models").json()
+    assert models["providers"] == []
+    assert client.get("/v1/admin/feedback").content == rendered(
+        triage(services.stores.conversations, None, 100))
