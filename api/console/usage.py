@@ -1,6 +1,6 @@
 """The console's usage view: a window's time series, totals and top 20 per provider, route,
-key and principal, each read with ``UsageLog.report`` (what ``citewise usage`` and
-``GET /v1/usage`` print), so the console and the CLI give the same numbers for the same window.
+key and principal, from the metering store that ``citewise usage`` and ``GET /v1/usage`` read,
+with the same figures for the same window (the console's tests compare them).
 """
 
 from __future__ import annotations
@@ -32,22 +32,32 @@ def window_bounds(window: str, now: datetime) -> tuple[datetime, datetime]:
 
 
 def dashboard(usage: UsageLog, window: str, now: datetime | None = None) -> dict[str, Any]:
+    """The window's series, totals and tops. Hours (24h) are read from the requests and
+    hourly rows as ``citewise usage`` reads them; whole days (7d, 30d) from the daily rows,
+    which hold the same sums (``metering/rollup.py``) in far fewer rows."""
     bucket, length, count = WINDOWS[window]
     since, until = window_bounds(window, now or datetime.now(UTC))
-    by_bucket = {r[bucket]: r for r in usage.report(since, until, bucket)}
+    if bucket == "hour":
+        series_rows = {r["hour"]: r for r in usage.report(since, until, "hour")}
+        totals = usage.report(since, until, "all")
+        tops = {g: [{**r, "name": r[g]} for r in usage.report(since, until, g)[:TOP]]
+                for g in TOPS}
+    else:
+        first, end = since.date(), until.date()
+        series_rows = {r["day"]: r for r in usage.daily(first, end, "all", per_day=True)}
+        totals = usage.daily(first, end, "all")
+        tops = {g: usage.daily(first, end, g)[:TOP] for g in TOPS}
     series = []
     for i in range(count):
         at = since + i * length
         label = at.strftime("%Y-%m-%dT%H") if bucket == "hour" else at.date().isoformat()
         # ``at`` last, as the response model (``UsagePoint``) orders its fields.
-        series.append({**_figures(by_bucket.get(label)),
+        series.append({**_figures(series_rows.get(label)),
                        "at": at.isoformat(timespec="seconds")})
-    totals = usage.report(since, until, "all")
-    top = {group: [_row(r, group) for r in usage.report(since, until, group)[:TOP]]
-           for group in TOPS}
     return {"window": window, "bucket": bucket, "since": since.isoformat(timespec="seconds"),
             "until": until.isoformat(timespec="seconds"), "series": series,
-            "totals": _figures(totals[0] if totals else None), "top": top}
+            "totals": _figures(totals[0] if totals else None),
+            "top": {g: [_row(r) for r in rows] for g, rows in tops.items()}}
 
 
 def _figures(row: dict[str, Any] | None) -> dict[str, Any]:
@@ -56,8 +66,8 @@ def _figures(row: dict[str, Any] | None) -> dict[str, Any]:
     return {k: row[k] for k in _FIGURES}
 
 
-def _row(row: dict[str, Any], group: str) -> dict[str, Any]:
-    return {"name": row[group] or NONE_NAME, "requests": row["requests"],
+def _row(row: dict[str, Any]) -> dict[str, Any]:
+    return {"name": row["name"] or NONE_NAME, "requests": row["requests"],
             "errors": row["errors"], "denied": row["denied"], "p50_ms": row["p50_ms"],
             "p95_ms": row["p95_ms"], "tokens_in": row["tokens_in"],
             "tokens_out": row["tokens_out"], "cost": row["cost"],

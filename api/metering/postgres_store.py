@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import astuple, fields
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from citewise.api.metering import rollup
 from citewise.api.metering.buckets import Level, Step
 from citewise.api.metering.latency import bucket_case_sql, bucket_of
 from citewise.api.metering.store import AuditEntry, HourlyUsage, Usage
@@ -118,6 +119,33 @@ SCHEMA = StoreSchema("metering", (
         requests BIGINT NOT NULL,
         PRIMARY KEY (hour, principal, key, route, provider, bucket)
     );
+    CREATE TABLE usage_daily (
+        dimension TEXT COLLATE "C" NOT NULL,
+        day TEXT COLLATE "C" NOT NULL,
+        name TEXT COLLATE "C" NOT NULL,
+        requests BIGINT NOT NULL,
+        errors BIGINT NOT NULL,
+        denied BIGINT NOT NULL,
+        latency_ms_sum DOUBLE PRECISION NOT NULL,
+        results BIGINT NOT NULL,
+        tokens_in BIGINT NOT NULL,
+        tokens_out BIGINT NOT NULL,
+        cost DOUBLE PRECISION NOT NULL,
+        cache_hits BIGINT NOT NULL,
+        saved_tokens BIGINT NOT NULL,
+        answers BIGINT NOT NULL,
+        abstentions BIGINT NOT NULL,
+        PRIMARY KEY (dimension, day, name)
+    );
+    CREATE TABLE usage_daily_latency (
+        dimension TEXT COLLATE "C" NOT NULL,
+        day TEXT COLLATE "C" NOT NULL,
+        name TEXT COLLATE "C" NOT NULL,
+        bucket INTEGER NOT NULL,
+        requests BIGINT NOT NULL,
+        PRIMARY KEY (dimension, day, name, bucket)
+    );
+    {rollup.migration_sql()}
     """),
 ))
 
@@ -147,6 +175,47 @@ class PostgresMeteringStore(PostgresStore):
                 f"INSERT INTO usage ({_USAGE}, latency_bucket) "
                 f"VALUES ({', '.join(['%s'] * (len(fields(Usage)) + 1))})",
                 [(*astuple(r), bucket_of(r.latency_ms)) for r in rows])
+            self._add_daily(conn, rows)
+
+    def _add_daily(self, conn: Any, rows: list[Usage]) -> None:
+        """Count these requests in their days' rows (``rollup.py``), in ``conn``'s
+        transaction. Sorted, so that replicas adding to the same rows lock them in one order."""
+        sums, latency = rollup.daily(rows)
+        updates = ", ".join(f"{c} = d.{c} + excluded.{c}" for c in rollup.SUMS)
+        cursor = conn.cursor()
+        if sums:
+            cursor.executemany(
+                f"INSERT INTO usage_daily AS d (day, dimension, name, {', '.join(rollup.SUMS)}) "
+                f"VALUES ({', '.join(['%s'] * (3 + len(rollup.SUMS)))}) "
+                f"ON CONFLICT (dimension, day, name) DO UPDATE SET {updates}", sorted(sums))
+        if latency:
+            cursor.executemany(
+                "INSERT INTO usage_daily_latency AS l (day, dimension, name, bucket, requests) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (dimension, day, name, bucket) "
+                "DO UPDATE SET requests = l.requests + excluded.requests", sorted(latency))
+
+    def usage_by_day(self, first_day: str, end_day: str, dimension: str,
+                     per_day: bool) -> list[dict[str, Any]]:
+        group = "day, name" if per_day else "name"
+        window = [dimension, first_day, end_day]
+        sums = ", ".join(f"sum({c})::bigint AS {c}" for c in rollup.SUMS
+                         if c not in ("latency_ms_sum", "cost"))
+        rows = self.database.rows(
+            f"SELECT {group}, {sums}, sum(latency_ms_sum) AS latency_ms_sum, "
+            "round(sum(cost)::numeric, 6)::float8 AS cost "
+            "FROM usage_daily WHERE dimension = %s AND day >= %s AND day < %s "
+            f"GROUP BY {group} ORDER BY requests DESC, {group}", window)
+        latency: dict[tuple, dict[int, int]] = {}
+        for r in self.database.rows(
+                f"SELECT {group}, bucket, sum(requests)::bigint AS requests "
+                "FROM usage_daily_latency WHERE dimension = %s AND day >= %s AND day < %s "
+                f"GROUP BY {group}, bucket", window):
+            key = (r["day"], r["name"]) if per_day else (r["name"],)
+            latency.setdefault(key, {})[r["bucket"]] = r["requests"]
+        first = ("day", "name") if per_day else ("name",)
+        return [{**{k: r[k] for k in first}, **{c: r[c] for c in rollup.SUMS},
+                 "latency_counts": latency.get(tuple(r[k] for k in first), {})}
+                for r in rows]
 
     def compact_usage(self, before: str, drop_before: str) -> int:
         with self.database.transaction() as conn:
@@ -192,6 +261,9 @@ class PostgresMeteringStore(PostgresStore):
             conn.execute("DELETE FROM usage_hourly WHERE hour < %s", [drop_before[:13]])
             conn.execute("DELETE FROM usage_latency_hourly WHERE hour < %s",
                          [drop_before[:13]])
+            # Whole days only: the day retention cuts into is kept whole here.
+            conn.execute("DELETE FROM usage_daily WHERE day < %s", [drop_before[:10]])
+            conn.execute("DELETE FROM usage_daily_latency WHERE day < %s", [drop_before[:10]])
         return int(row["folded"]) if row else 0
 
     def usage_report(self, since: str, until: str, group_by: str) -> list[dict[str, Any]]:
@@ -331,8 +403,10 @@ class PostgresMeteringStore(PostgresStore):
 
     def import_usage(self, rows: list[tuple[int, Usage]]) -> int:
         columns = ["id", *(f.name for f in fields(Usage)), "latency_bucket"]
+        by_id = dict(rows)
         return self._import_with_ids("usage", columns, [
-            (row_id, *astuple(usage), bucket_of(usage.latency_ms)) for row_id, usage in rows])
+            (row_id, *astuple(usage), bucket_of(usage.latency_ms)) for row_id, usage in rows],
+            then=lambda conn, new_ids: self._add_daily(conn, [by_id[i] for i in new_ids]))
 
     def import_hourly_usage(self, rows: list[HourlyUsage]) -> None:
         first = _HOURLY_KEY.split(", ")
@@ -359,6 +433,14 @@ class PostgresMeteringStore(PostgresStore):
                 cursor.executemany(
                     f"INSERT INTO usage_latency_hourly ({_HOURLY_KEY}, bucket, requests) "
                     "VALUES (%s, %s, %s, %s, %s, %s, %s)", latency)
+            # The days these hours are in, written again from the raw and hourly rows.
+            for day in sorted({r.hour[:10] for r in rows}):
+                conn.execute("DELETE FROM usage_daily WHERE day = %s", [day])
+                conn.execute("DELETE FROM usage_daily_latency WHERE day = %s", [day])
+                for dimension in rollup.DIMENSIONS:
+                    for sql in rollup.fill_sql(dimension, "WHERE substr(at, 1, 10) = %s",
+                                               "WHERE substr(hour, 1, 10) = %s"):
+                        conn.execute(sql, [day, day])
 
     def import_audit(self, entries: list[tuple[int, AuditEntry]]) -> int:
         columns = ["id", "at", "actor", "key", "action", "target", "outcome", "detail",
@@ -368,23 +450,27 @@ class PostgresMeteringStore(PostgresStore):
              Jsonb(e.detail or {}, dumps=_dumps), e.client, e.request_id)
             for row_id, e in entries])
 
-    def _import_with_ids(self, table: str, columns: list[str],
-                         rows: list[tuple[Any, ...]]) -> int:
+    def _import_with_ids(self, table: str, columns: list[str], rows: list[tuple[Any, ...]],
+                         then: Callable[[Any, list[int]], None] | None = None) -> int:
         """Insert ``rows`` with the ids they bring (the first column), leaving an id kept
-        already as it is; how many were new. The ids given move the table's identity past
-        them, so that what is added later comes after."""
-        new = 0
+        already as it is; how many were new (``then`` is told their ids, in the same
+        transaction). The ids given move the table's identity past them, so that what is
+        added later comes after."""
+        new: list[int] = []
         with self.database.transaction() as conn:
             for row in rows:
                 added = conn.execute(
                     f"INSERT INTO {table} ({', '.join(columns)}) OVERRIDING SYSTEM VALUE "
                     f"VALUES ({', '.join(['%s'] * len(columns))}) "
                     "ON CONFLICT (id) DO NOTHING RETURNING id", row).fetchone()
-                new += added is not None
+                if added is not None:
+                    new.append(row[0])
             if new:
                 conn.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
                              f"(SELECT max(id) FROM {table}))")
-        return new
+                if then is not None:
+                    then(conn, new)
+        return len(new)
 
 
 def _checksum(bucket: str) -> int:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import astuple, fields
 from typing import Any
 
+from citewise.api.metering import rollup
 from citewise.api.metering.latency import bucket_case_sql, bucket_of
 from citewise.api.metering.store import AuditEntry, HourlyUsage, Usage
 from citewise.sqlite import SqliteStore
@@ -125,6 +126,33 @@ SCHEMA = StoreSchema("metering", (
         requests INTEGER NOT NULL,
         PRIMARY KEY (hour, principal, key, route, provider, bucket)
     );
+    CREATE TABLE usage_daily (
+        dimension TEXT NOT NULL,
+        day TEXT NOT NULL,
+        name TEXT NOT NULL,
+        requests INTEGER NOT NULL,
+        errors INTEGER NOT NULL,
+        denied INTEGER NOT NULL,
+        latency_ms_sum REAL NOT NULL,
+        results INTEGER NOT NULL,
+        tokens_in INTEGER NOT NULL,
+        tokens_out INTEGER NOT NULL,
+        cost REAL NOT NULL,
+        cache_hits INTEGER NOT NULL,
+        saved_tokens INTEGER NOT NULL,
+        answers INTEGER NOT NULL,
+        abstentions INTEGER NOT NULL,
+        PRIMARY KEY (dimension, day, name)
+    );
+    CREATE TABLE usage_daily_latency (
+        dimension TEXT NOT NULL,
+        day TEXT NOT NULL,
+        name TEXT NOT NULL,
+        bucket INTEGER NOT NULL,
+        requests INTEGER NOT NULL,
+        PRIMARY KEY (dimension, day, name, bucket)
+    );
+    {rollup.migration_sql()}
     """),
 ))
 
@@ -147,6 +175,53 @@ class SqliteMeteringStore(SqliteStore):
             self._conn().executemany(
                 f"INSERT INTO usage ({columns}) VALUES ({', '.join('?' * (len(_USAGE) + 1))})",
                 [(*astuple(r), bucket_of(r.latency_ms)) for r in rows])
+            self._add_daily(rows)
+
+    def _add_daily(self, rows: list[Usage]) -> None:
+        """Count these requests in their days' rows (``rollup.py``), in the caller's
+        transaction."""
+        sums, latency = rollup.daily(rows)
+        conn = self._conn()
+        updates = ", ".join(f"{c} = {c} + excluded.{c}" for c in rollup.SUMS)
+        conn.executemany(
+            f"INSERT INTO usage_daily (day, dimension, name, {', '.join(rollup.SUMS)}) "
+            f"VALUES ({', '.join('?' * (3 + len(rollup.SUMS)))}) "
+            f"ON CONFLICT(dimension, day, name) DO UPDATE SET {updates}", sums)
+        conn.executemany(
+            "INSERT INTO usage_daily_latency (day, dimension, name, bucket, requests) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT(dimension, day, name, bucket) DO UPDATE SET "
+            "requests = requests + excluded.requests", latency)
+
+    def _refill_daily(self, days: set[str]) -> None:
+        """Write these days' rows again from the raw and hourly rows (after a copy's import
+        replaced hours), in the caller's transaction."""
+        conn = self._conn()
+        for day in sorted(days):
+            conn.execute("DELETE FROM usage_daily WHERE day = ?", [day])
+            conn.execute("DELETE FROM usage_daily_latency WHERE day = ?", [day])
+            for dimension in rollup.DIMENSIONS:
+                for sql in rollup.fill_sql(dimension, "WHERE substr(at, 1, 10) = ?",
+                                           "WHERE substr(hour, 1, 10) = ?"):
+                    conn.execute(sql, [day, day])
+
+    def usage_by_day(self, first_day: str, end_day: str, dimension: str,
+                     per_day: bool) -> list[dict]:
+        conn = self._conn()
+        group = "day, name" if per_day else "name"
+        window = [dimension, first_day, end_day]
+        rows = conn.execute(
+            f"SELECT {group}, {', '.join(f'sum({c}) AS {c}' for c in rollup.SUMS)} "
+            "FROM usage_daily WHERE dimension = ? AND day >= ? AND day < ? "
+            f"GROUP BY {group} ORDER BY requests DESC, {group}", window).fetchall()
+        latency: dict[tuple, dict[int, int]] = {}
+        for r in conn.execute(
+                f"SELECT {group}, bucket, sum(requests) AS requests FROM usage_daily_latency "
+                f"WHERE dimension = ? AND day >= ? AND day < ? GROUP BY {group}, bucket",
+                window):
+            latency.setdefault(tuple(r)[:-2], {})[r["bucket"]] = r["requests"]
+        width = 2 if per_day else 1
+        return [{**dict(r), "cost": round(r["cost"], 6),
+                 "latency_counts": latency.get(tuple(r)[:width], {})} for r in rows]
 
     def compact_usage(self, before: str, drop_before: str) -> int:
         with self.database.transaction():
@@ -183,6 +258,9 @@ class SqliteMeteringStore(SqliteStore):
             folded = conn.execute("DELETE FROM usage WHERE at < ?", [before]).rowcount
             conn.execute("DELETE FROM usage_hourly WHERE hour < ?", [drop_before[:13]])
             conn.execute("DELETE FROM usage_latency_hourly WHERE hour < ?", [drop_before[:13]])
+            # Whole days only: the day retention cuts into is kept whole here.
+            conn.execute("DELETE FROM usage_daily WHERE day < ?", [drop_before[:10]])
+            conn.execute("DELETE FROM usage_daily_latency WHERE day < ?", [drop_before[:10]])
         return folded
 
     def usage_report(self, since: str, until: str, group_by: str) -> list[dict]:
@@ -304,11 +382,12 @@ class SqliteMeteringStore(SqliteStore):
     def import_usage(self, rows: list[tuple[int, Usage]]) -> int:
         columns = ", ".join(("id", *_USAGE, "latency_bucket"))
         with self.database.transaction():
-            return sum(self._conn().execute(
+            new = [usage for row_id, usage in rows if self._conn().execute(
                 f"INSERT INTO usage ({columns}) VALUES ({', '.join('?' * (len(_USAGE) + 2))}) "
                 "ON CONFLICT(id) DO NOTHING",
-                (row_id, *astuple(usage), bucket_of(usage.latency_ms))).rowcount
-                for row_id, usage in rows)
+                (row_id, *astuple(usage), bucket_of(usage.latency_ms))).rowcount]
+            self._add_daily(new)
+        return len(new)
 
     def import_hourly_usage(self, rows: list[HourlyUsage]) -> None:
         updates = ", ".join(f"{c} = excluded.{c}" for c in _HOURLY[5:])
@@ -331,6 +410,7 @@ class SqliteMeteringStore(SqliteStore):
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [(*key, bucket, n) for row, key in keyed
                  for bucket, n in row.latency_counts.items()])
+            self._refill_daily({row.hour[:10] for row in rows})
 
     def import_audit(self, entries: list[tuple[int, AuditEntry]]) -> int:
         with self.database.transaction():

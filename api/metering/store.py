@@ -99,6 +99,14 @@ class MeteringStore(Protocol):
         its requests per latency bucket, from which ``UsageLog`` reads p50 and p95."""
         ...
 
+    def usage_by_day(self, first_day: str, end_day: str, dimension: str,
+                     per_day: bool) -> list[dict]:
+        """From the daily rows (``rollup.py``), the days ``first_day`` <= day < ``end_day``
+        (YYYY-MM-DD, UTC) of one of ``rollup.DIMENSIONS``: per ``name`` (``''`` for no key, no
+        provider, or ``all``), and with ``per_day`` per ``day`` and name; each with
+        ``rollup.SUMS`` and ``latency_counts``; most requests first."""
+        ...
+
     # The audit log -----------------------------------------------------------------------------
     def append_audit(self, entry: AuditEntry) -> None: ...
 

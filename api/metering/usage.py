@@ -10,7 +10,7 @@ by a few hundred people stays in the megabytes.
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from citewise.api.identity.key_store import KeyStore
 from citewise.api.metering.latency import percentile
@@ -77,9 +77,21 @@ class UsageLog:
         self.flush()
         until = until or datetime.now(UTC) + timedelta(seconds=1)
         lo, hi = since.isoformat(timespec="seconds"), until.isoformat(timespec="seconds")
-        rows = self.store.usage_report(lo, hi, group_by)
-        for row in rows:
-            counts = row.pop("latency_counts")
-            row["p50_ms"] = percentile(counts, 0.50)
-            row["p95_ms"] = percentile(counts, 0.95)
-        return rows
+        return _with_percentiles(self.store.usage_report(lo, hi, group_by))
+
+    def daily(self, first: date, end: date, dimension: str, *,
+              per_day: bool = False) -> list[dict]:
+        """The figures ``report`` gives, for the whole UTC days ``first`` <= day < ``end``,
+        per name of one of ``rollup.DIMENSIONS`` (and with ``per_day``, per day), read from
+        the daily rows: a month in a few thousand rows (``rollup.py``)."""
+        self.flush()
+        return _with_percentiles(self.store.usage_by_day(first.isoformat(), end.isoformat(),
+                                                         dimension, per_day))
+
+
+def _with_percentiles(rows: list[dict]) -> list[dict]:
+    for row in rows:
+        counts = row.pop("latency_counts")
+        row["p50_ms"] = percentile(counts, 0.50)
+        row["p95_ms"] = percentile(counts, 0.95)
+    return rows

@@ -165,3 +165,38 @@ def test_providers_answers_and_latency_percentiles_survive_compaction(stores, ot
     assert other_stores.metering.export_hourly_usage() == hours
     copied = UsageLog(other_stores.metering).report(*window, group_by="provider")
     assert figures(copied) == before
+
+
+def test_the_daily_rows_hold_what_the_requests_and_hours_hold(stores, other_stores):
+    """For whole days, the daily rows (``rollup.py``: what the console's 7- and 30-day views
+    read) give every figure ``usage_report`` sums from the requests and hours, folded or not,
+    and so does a copy of the store."""
+    from tests.console_data import seed_console
+
+    seed_console(stores, principals=4, sources=1, days=10, requests_per_day=6, now=NOW,
+                 feedback=0)
+    first, end = (NOW - timedelta(days=10)).date(), (NOW + timedelta(days=1)).date()
+    since = datetime.combine(first, datetime.min.time(), UTC)
+    until = datetime.combine(end, datetime.min.time(), UTC)
+    figures = ("requests", "errors", "denied", "results", "tokens_in", "tokens_out", "cost",
+               "cache_hits", "saved_tokens", "answers", "abstentions", "p50_ms", "p95_ms")
+
+    def compare(log: UsageLog) -> int:
+        for dimension in ("principal", "key", "route", "provider"):
+            daily = {r["name"]: {f: r[f] for f in figures}
+                     for r in log.daily(first, end, dimension)}
+            report = {r[dimension] or "": {f: r[f] for f in figures}
+                      for r in log.report(since, until, dimension)}
+            assert daily == report and len(daily) > 1, dimension
+        per_day = {r["day"]: r["requests"] for r in log.daily(first, end, "all", per_day=True)}
+        assert per_day == {r["day"]: r["requests"] for r in log.report(since, until, "day")}
+        return sum(per_day.values())
+
+    here = UsageLog(stores.metering, raw_days=7)
+    total = compare(here)
+    assert total > 100 and here.compact(NOW) == 0  # the seeder folded what was due already
+    there = other_stores.metering
+    there.import_usage(list(stores.metering.export_usage()))
+    there.import_hourly_usage(stores.metering.export_hourly_usage())
+    there.import_hourly_usage(stores.metering.export_hourly_usage())  # replaced, not added
+    assert compare(UsageLog(there)) == total
