@@ -123,9 +123,14 @@ def write_results(out_dir: Path, result: dict) -> None:
     ]
     for name, r in result["routes"].items():
         md.append(f"| `{name}` | {r['p50_ms']} | {r['p95_ms']} | {r['max_ms']} | {r['bytes']} |")
-    verdict = "every route within it" if result["all_within_target"] else \
-        "NOT every route within it"
-    md += ["", f"Target: p95 <= {result['target_p95_ms']:.0f} ms per route: {verdict}.", ""]
+    over = [name for name, r in result["routes"].items()
+            if r["p95_ms"] > result["target_p95_ms"]]
+    verdict = "every route within it" if not over else \
+        "over it: " + ", ".join(f"`{name}`" for name in over)
+    md += ["", f"Target: p95 <= {result['target_p95_ms']:.0f} ms per route: {verdict}.",
+           "", "The console's 7- and 30-day views read the daily rows (`api/metering/"
+           "rollup.py`); `GET /v1/usage` takes any `since` and sums the requests and hourly "
+           "rows, with a second pass for the latency buckets.", ""]
     (out_dir / "console.md").write_text("\n".join(md))
 
 

@@ -97,6 +97,29 @@ def test_a_route_declares_the_problems_it_raises_itself(openapi):
     assert "404" not in responses[("POST", "/v1/search")]  # no longer listed everywhere
     answer_403 = openapi["paths"]["/v1/answer"]["post"]["responses"]["403"]["description"]
     assert "guardrail" in answer_403  # the route's description, not the door's
+    golden = ("POST", "/v1/admin/feedback/{feedback_id}/golden")
+    assert {"201", "404", "422"} <= responses[golden]
+    assert "404" in responses[("POST", "/v1/admin/feedback/{feedback_id}/dismiss")]
+
+
+def test_the_consoles_routes_are_typed_admin_operations(openapi):
+    """What the console page is built against: each route under /v1/admin/ is tagged admin,
+    needs the admin scope, and answers its own named schema."""
+    console = {("GET", "/v1/admin/sources"): "SourceStatusList",
+               ("GET", "/v1/admin/usage"): "UsageDashboard",
+               ("GET", "/v1/admin/models"): "ModelsView",
+               ("GET", "/v1/admin/feedback"): "FeedbackTriage",
+               ("POST", "/v1/admin/feedback/{feedback_id}/golden"): "GoldenAdded",
+               ("POST", "/v1/admin/feedback/{feedback_id}/dismiss"): "Dismissed"}
+    for (method, path), schema in console.items():
+        operation = openapi["paths"][path][method.lower()]
+        assert operation["tags"] == ["admin"], path
+        assert rule_for(method, path).scope == "admin", path
+        success = next(r for s, r in operation["responses"].items() if s.startswith("2"))
+        assert success["content"]["application/json"]["schema"]["$ref"].endswith(
+            "/" + schema), path
+    usage = openapi["components"]["schemas"]["UsageDashboard"]["properties"]
+    assert usage["window"]["enum"] == ["24h", "7d", "30d"]
 
 
 def test_no_route_of_the_app_is_left_out_of_the_document(app, openapi):
