@@ -155,6 +155,11 @@ def test_usage_and_cost_are_recorded_for_the_caller(live):
     by_key = app.state.door.usage.report(datetime.now(UTC) - timedelta(hours=1),
                                          group_by="key")
     assert any(r["key"] == "streamer" and r["tokens_in"] > 0 for r in by_key)
+    # Both answers, streamed or not, name the provider that wrote them, and were answers.
+    by_provider = {r["provider"]: r for r in app.state.door.usage.report(
+        datetime.now(UTC) - timedelta(hours=1), group_by="provider")}
+    assert by_provider["loop"]["tokens_in"] == row["tokens_in"]
+    assert by_provider["loop"]["answers"] == 2 and by_provider["loop"]["abstentions"] == 0
 
 
 def test_a_quiet_stream_sends_keep_alive_comments(live, provider):
