@@ -128,9 +128,9 @@ def write_results(out_dir: Path, result: dict) -> None:
     verdict = "every route within it" if not over else \
         "over it: " + ", ".join(f"`{name}`" for name in over)
     md += ["", f"Target: p95 <= {result['target_p95_ms']:.0f} ms per route: {verdict}.",
-           "", "The console's 7- and 30-day views read the daily rows (`api/metering/"
-           "rollup.py`); `GET /v1/usage` takes any `since` and sums the requests and hourly "
-           "rows, with a second pass for the latency buckets.", ""]
+           "", "Usage reads whole UTC days from the daily rows (`api/metering/rollup.py`) "
+           "and the hours around them from the requests and hourly rows; the 24-hour view "
+           "reads the requests and hourly rows of its hours.", ""]
     (out_dir / "console.md").write_text("\n".join(md))
 
 

@@ -202,7 +202,7 @@ class PostgresMeteringStore(PostgresStore):
                          if c not in ("latency_ms_sum", "cost"))
         rows = self.database.rows(
             f"SELECT {group}, {sums}, sum(latency_ms_sum) AS latency_ms_sum, "
-            "round(sum(cost)::numeric, 6)::float8 AS cost "
+            "sum(cost) AS cost "
             "FROM usage_daily WHERE dimension = %s AND day >= %s AND day < %s "
             f"GROUP BY {group} ORDER BY requests DESC, {group}", window)
         latency: dict[tuple, dict[int, int]] = {}
@@ -288,7 +288,8 @@ class PostgresMeteringStore(PostgresStore):
             SELECT {grp} AS grp, {sums},
                    round((sum(latency_ms_sum) / sum(requests))::numeric, 1)::float8
                        AS mean_latency_ms,
-                   round(sum(cost)::numeric, 6)::float8 AS cost
+                   round(sum(cost)::numeric, 6)::float8 AS cost,
+                   sum(latency_ms_sum) AS latency_ms_sum, sum(cost) AS cost_sum
             FROM rows GROUP BY grp ORDER BY requests DESC, grp"""
         window = [since, until, since[:13], until[:13]]
         rows = self.database.rows(query, window)
@@ -308,7 +309,8 @@ class PostgresMeteringStore(PostgresStore):
             latency.setdefault(r["grp"], {})[r["bucket"]] = r["requests"]
         # The columns in the order the SQLite store gives them.
         order = ("requests", "errors", "denied", "mean_latency_ms", "results", "tokens_in",
-                 "tokens_out", "cost", "cache_hits", "saved_tokens", "answers", "abstentions")
+                 "tokens_out", "cost", "cache_hits", "saved_tokens", "answers", "abstentions",
+                 "latency_ms_sum", "cost_sum")
         return [{group_by: r["grp"] or None, **{k: r[k] for k in order},
                  "latency_counts": latency.get(r["grp"], {})} for r in rows]
 

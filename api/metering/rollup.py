@@ -1,10 +1,12 @@
-"""Usage per day and dimension: what the console's 7- and 30-day views read.
+"""Usage per day and dimension: what usage reports read for the whole days of a window.
 
 Reading a month of usage per request and per hour (``usage`` and ``usage_hourly``) means
 tens of thousands of rows per grouping; the console groups five ways at each page load. So the
 stores also keep one row per UTC day, dimension (``principal``, ``key``, ``route``,
 ``provider``, and ``all``) and name, with the same sums and the latency buckets
 (``usage_daily``, ``usage_daily_latency``): a month of 50 people is a few thousand rows.
+``UsageLog.report`` (``citewise usage``, ``GET /v1/usage``) and the console's 7- and 30-day
+views read the whole UTC days of a window here, and the hours around them as they are kept.
 
 The daily rows are written with the requests themselves (``add_usage``, in the same
 transaction), so they never lag the raw rows; folding requests into hours does not touch them

@@ -220,8 +220,8 @@ class SqliteMeteringStore(SqliteStore):
                 window):
             latency.setdefault(tuple(r)[:-2], {})[r["bucket"]] = r["requests"]
         width = 2 if per_day else 1
-        return [{**dict(r), "cost": round(r["cost"], 6),
-                 "latency_counts": latency.get(tuple(r)[:width], {})} for r in rows]
+        return [{**dict(r), "latency_counts": latency.get(tuple(r)[:width], {})}
+                for r in rows]
 
     def compact_usage(self, before: str, drop_before: str) -> int:
         with self.database.transaction():
@@ -285,7 +285,8 @@ class SqliteMeteringStore(SqliteStore):
                    sum(results) AS results, sum(tokens_in) AS tokens_in,
                    sum(tokens_out) AS tokens_out, round(sum(cost), 6) AS cost,
                    sum(cache_hits) AS cache_hits, sum(saved_tokens) AS saved_tokens,
-                   sum(answers) AS answers, sum(abstentions) AS abstentions
+                   sum(answers) AS answers, sum(abstentions) AS abstentions,
+                   sum(latency_ms_sum) AS latency_ms_sum, sum(cost) AS cost_sum
             FROM rows GROUP BY grp ORDER BY requests DESC, grp"""
         window = [since, until, since[:13], until[:13]]
         conn = self._conn()

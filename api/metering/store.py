@@ -96,7 +96,8 @@ class MeteringStore(Protocol):
         ``group_by`` (one of ``REPORT_GROUPINGS``) between ``since`` and ``until``, from
         per-request and hourly rows alike; most requests first. Each row names its group under
         ``group_by`` (None for no key, no provider, or ``all``) and carries ``latency_counts``,
-        its requests per latency bucket, from which ``UsageLog`` reads p50 and p95."""
+        its requests per latency bucket, from which ``UsageLog`` reads p50 and p95, and the
+        unrounded ``latency_ms_sum`` and ``cost_sum``, with which it adds windows up."""
         ...
 
     def usage_by_day(self, first_day: str, end_day: str, dimension: str,
@@ -104,7 +105,7 @@ class MeteringStore(Protocol):
         """From the daily rows (``rollup.py``), the days ``first_day`` <= day < ``end_day``
         (YYYY-MM-DD, UTC) of one of ``rollup.DIMENSIONS``: per ``name`` (``''`` for no key, no
         provider, or ``all``), and with ``per_day`` per ``day`` and name; each with
-        ``rollup.SUMS`` and ``latency_counts``; most requests first."""
+        ``rollup.SUMS`` (unrounded) and ``latency_counts``; most requests first."""
         ...
 
     # The audit log -----------------------------------------------------------------------------

@@ -6,9 +6,12 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from citewise.api.identity.keys import ApiKeys
 from citewise.api.metering.audit import AuditLog
 from citewise.api.metering.buckets import Policy, TokenBuckets
+from citewise.api.metering.latency import percentile
 from citewise.api.metering.store import Usage
 from citewise.api.metering.usage import UsageLog
 
@@ -178,25 +181,47 @@ def test_the_daily_rows_hold_what_the_requests_and_hours_hold(stores, other_stor
     first, end = (NOW - timedelta(days=10)).date(), (NOW + timedelta(days=1)).date()
     since = datetime.combine(first, datetime.min.time(), UTC)
     until = datetime.combine(end, datetime.min.time(), UTC)
-    figures = ("requests", "errors", "denied", "results", "tokens_in", "tokens_out", "cost",
-               "cache_hits", "saved_tokens", "answers", "abstentions", "p50_ms", "p95_ms")
 
-    def compare(log: UsageLog) -> int:
+    def kept(store, lo: datetime, hi: datetime, group: str) -> dict:
+        """The store's sums over the requests and hourly rows, as usage_report gives them."""
+        return {r[group] or "": r for r in store.usage_report(
+            lo.isoformat(timespec="seconds"), hi.isoformat(timespec="seconds"), group)}
+
+    def compare(store) -> int:
         for dimension in ("principal", "key", "route", "provider"):
-            daily = {r["name"]: {f: r[f] for f in figures}
-                     for r in log.daily(first, end, dimension)}
-            report = {r[dimension] or "": {f: r[f] for f in figures}
-                      for r in log.report(since, until, dimension)}
-            assert daily == report and len(daily) > 1, dimension
-        per_day = {r["day"]: r["requests"] for r in log.daily(first, end, "all", per_day=True)}
-        assert per_day == {r["day"]: r["requests"] for r in log.report(since, until, "day")}
+            daily = {r["name"]: r for r in store.usage_by_day(
+                first.isoformat(), end.isoformat(), dimension, False)}
+            report = kept(store, since, until, dimension)
+            assert set(daily) == set(report) and len(daily) > 1, dimension
+            for name, row in daily.items():
+                assert {f: row[f] for f in counts} == {f: report[name][f] for f in counts}
+                assert row["cost"] == pytest.approx(report[name]["cost_sum"], abs=1e-9)
+                assert row["latency_counts"] == report[name]["latency_counts"], name
+        per_day = {r["day"]: r["requests"] for r in store.usage_by_day(
+            first.isoformat(), end.isoformat(), "all", True)}
+        assert per_day == {day: r["requests"] for day, r in kept(store, since, until,
+                                                                 "day").items()}
         return sum(per_day.values())
 
-    here = UsageLog(stores.metering, raw_days=7)
-    total = compare(here)
-    assert total > 100 and here.compact(NOW) == 0  # the seeder folded what was due already
+    counts = ("requests", "errors", "denied", "results", "tokens_in", "tokens_out",
+              "cache_hits", "saved_tokens", "answers", "abstentions")
+    total = compare(stores.metering)
+    assert total > 100 and UsageLog(stores.metering).compact(NOW) == 0  # folded already
+    # A window that is not whole days: the report adds the days' rows to the hours around
+    # them, and gives what the requests and hours alone give.
+    log = UsageLog(stores.metering)
+    lo, hi = NOW - timedelta(days=8, hours=5, minutes=30), NOW - timedelta(hours=3)
+    for group in ("principal", "key", "route", "provider", "day"):
+        alone = kept(stores.metering, lo, hi, group)
+        added = {r[group] or "": r for r in log.report(lo, hi, group)}
+        assert set(added) == set(alone) and len(added) > 1, group
+        for name, row in added.items():
+            assert {f: row[f] for f in (*counts, "mean_latency_ms")} == {
+                f: alone[name][f] for f in (*counts, "mean_latency_ms")}, (group, name)
+            assert row["cost"] == pytest.approx(alone[name]["cost"], abs=1e-6)
+            assert row["p95_ms"] == percentile(alone[name]["latency_counts"], 0.95)
     there = other_stores.metering
     there.import_usage(list(stores.metering.export_usage()))
     there.import_hourly_usage(stores.metering.export_hourly_usage())
     there.import_hourly_usage(stores.metering.export_hourly_usage())  # replaced, not added
-    assert compare(UsageLog(there)) == total
+    assert compare(there) == total
