@@ -155,11 +155,13 @@ def test_usage_and_cost_are_recorded_for_the_caller(live):
     by_key = app.state.door.usage.report(datetime.now(UTC) - timedelta(hours=1),
                                          group_by="key")
     assert any(r["key"] == "streamer" and r["tokens_in"] > 0 for r in by_key)
-    # Both answers, streamed or not, name the provider that wrote them, and were answers.
+    # Every answer, streamed or not and through either door, names the provider that wrote
+    # it: the provider's tokens are all the routes' tokens, and no model call goes unnamed.
     by_provider = {r["provider"]: r for r in app.state.door.usage.report(
         datetime.now(UTC) - timedelta(hours=1), group_by="provider")}
-    assert by_provider["loop"]["tokens_in"] == row["tokens_in"]
-    assert by_provider["loop"]["answers"] == 2 and by_provider["loop"]["abstentions"] == 0
+    assert by_provider["loop"]["tokens_in"] == sum(r["tokens_in"] for r in rows.values())
+    assert by_provider.get(None, {"tokens_in": 0})["tokens_in"] == 0
+    assert by_provider["loop"]["answers"] >= 2
 
 
 def test_a_quiet_stream_sends_keep_alive_comments(live, provider):
