@@ -35,9 +35,14 @@ $(VENV)/.setup-test: $(VENV)/.setup
 	$(PIP) -e './client[llamaindex,langchain]' -e '.[test]'
 	@touch $@
 
-setup: $(VENV)/.setup
+# The console's chart library (uPlot), checked against the sha512 pinned in api/web_vendor.py.
+# Not fatal: without it (no internet) the console shows its tables and says the charts are missing.
+api/web/vendor/VERSION: api/web_vendor.py
+	-$(PYTHON) api/web_vendor.py
 
-setup-test: $(VENV)/.setup-test
+setup: $(VENV)/.setup api/web/vendor/VERSION
+
+setup-test: $(VENV)/.setup-test api/web/vendor/VERSION
 
 ingest: setup
 	$(BIN)/citewise ingest --all

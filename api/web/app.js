@@ -126,6 +126,7 @@
       }
       $("who").replaceChildren(...parts);
       $("signin").hidden = true;
+      document.dispatchEvent(new CustomEvent("citewise:me", { detail: me }));
       $("answer-btn").disabled = !me.scopes.includes("answer");
       $("search-btn").disabled = !me.scopes.includes("search");
       if ($("answer-btn").disabled) $("answer-btn").title = "your key lacks the answer scope";
@@ -134,6 +135,7 @@
     } catch (e) {
       if (state.key !== key) return false;
       state.me = null;
+      document.dispatchEvent(new CustomEvent("citewise:me", { detail: null }));
       $("who").textContent = "Not signed in";
       if (e.status === 401) signIn(e); else showError(e);
       return false;
@@ -158,6 +160,7 @@
     $("results").hidden = true;
     $("new-btn").hidden = true;
     $("who").textContent = "Not signed in";
+    document.dispatchEvent(new CustomEvent("citewise:me", { detail: null }));
     signIn(null);
   }
 
@@ -521,6 +524,10 @@
     if (target) target.scrollIntoView({ block: "center" });
     body.focus();
   }
+
+  // What the console (console.js) shares with this script: calls go out with the signed-in
+  // key, which stays in this closure. It learns who is signed in from "citewise:me" events.
+  window.citewise = Object.freeze({ el, call, problemNode });
 
   // ---------- wiring ----------
 

@@ -1,0 +1,353 @@
+"""The operator's console (the admin part of the page, api/web/console*.js), driven in Debian's
+Chromium by Playwright against a real server: a small knowledge base ingested for real, three
+days of usage, a failed run in its catalog, and feedback given through the API.
+
+Reuses test_page.py's browser fixture (Chromium from the system; Playwright never downloads
+one). Screenshots go to build/screenshots/ (docs/img/console-*.png are copies of them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from citewise.api.app import create_app
+from citewise.api.composition import build_services
+from citewise.api.metering.store import Usage
+from citewise.api.settings import Settings
+from citewise.index.source_store import RunCounts
+from citewise.ingest.jobs import run_source
+from tests.kb import folder_source, make_key, write_kb
+from tests.live import LiveServer
+from tests.web.test_page import CHROMIUM, WAIT, browser, shot, sync_api  # noqa: F401
+
+assert CHROMIUM  # test_page skips the module without one
+
+SECTIONS = ("sources", "usage", "models", "feedback", "keys", "audit")
+# Every /v1/admin/... route the console reads (the POSTs are exercised by the triage test).
+ADMIN_READS = ("/v1/admin/sources", "/v1/admin/usage?window=24h", "/v1/admin/models",
+               "/v1/admin/feedback?status=open")
+
+
+def seed_usage(services, days: int = 3) -> int:
+    """Requests over the last ``days`` days, through the metering store's own API: a few
+    principals, keys and routes, some errors and refusals, one answer in five from the cache."""
+    now = datetime.now(UTC).replace(minute=30, second=0, microsecond=0)
+    rows = []
+    for hour in range(days * 24):
+        at = (now - timedelta(hours=hour)).isoformat(timespec="seconds")
+        for i in range(1 + hour % 4):
+            answer = i % 2 == 0
+            rows.append(Usage(
+                at=at, principal=("user:alice", "user:bob", "group:sre")[i % 3],
+                key=("slack-bot", None, "ci")[hour % 3],
+                route="/v1/answer" if answer else "/v1/search", method="POST" if answer else "GET",
+                status=(500 if hour % 17 == 0 else 429 if hour % 11 == 0 else 200),
+                latency_ms=40.0 + 7 * i + hour % 13, results=3,
+                tokens_in=300 if answer else 0, tokens_out=80 if answer else 0,
+                cost=0.0004 if answer else 0.0, cache_hits=1 if answer and hour % 5 == 0 else 0))
+    services.stores.metering.add_usage(rows)
+    return len(rows)
+
+
+def seed_failed_run(services, source: str) -> int:
+    """A nightly run of ``source`` that failed on two documents: its catalog rows, through
+    the source store's own API (what a real run writes)."""
+    store = services.stores.sources
+    run_id = store.start_run(source, "schedule")
+    store.record_error(run_id, source, "notes/broken.pdf", "could not parse: not a PDF file")
+    store.record_error(run_id, source, "notes/huge.md", "larger than max_file_bytes (10 MB)")
+    store.finish_run(run_id, RunCounts(seen=5, unchanged=3, failed=2), "partial",
+                     "2 of 5 documents failed")
+    return run_id
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory, dense) -> Iterator[dict]:
+    """A server that requires a key, with an admin key and a search-only key."""
+    root = tmp_path_factory.mktemp("console")
+    kb = write_kb(root / "kb")
+    notes = write_kb(root / "notes")
+    settings = Settings(data_dir=root / "data", require_auth=True,
+                        sources=[folder_source(kb, "kb"), folder_source(notes, "notes")])
+    services = build_services(settings)
+    for source in settings.sources:
+        report = run_source(services.pipeline, source, trigger="test")
+        assert report.status == "succeeded", report.summary()
+    failed_run = seed_failed_run(services, "notes")
+    seed_usage(services)
+    admin = make_key(services, "console-admin", scopes="search,answer,ingest,admin")
+    reader = make_key(services, "console-reader", scopes="search,answer")
+    with LiveServer(create_app(settings=settings, services=services), settings) as url:
+        # Feedback as readers give it: an answer, then "not helpful" with a comment.
+        for question, comment in (("How do I fail over the Redis cache?", "step 3 changed"),
+                                  ("How do I rotate the postgres password?", None)):
+            answer = httpx.post(f"{url}/v1/answer", json={"question": question},
+                                headers=reader, timeout=120).json()
+            body = {"helpful": False, "right_document": "runbooks/redis.md"}
+            if comment:
+                body["comment"] = comment
+            resp = httpx.post(f"{url}/v1/answers/{answer['answer_id']}/feedback", json=body,
+                              headers=reader)
+            assert resp.status_code in (200, 201), resp.text
+        yield {"url": url, "services": services, "failed_run": failed_run,
+               "admin": admin, "reader": reader}
+    services.close()
+
+
+def secret(headers: dict) -> str:
+    return headers["Authorization"].removeprefix("Bearer ")
+
+
+@pytest.fixture
+def admin_page(browser, console):  # noqa: F811 (the fixture of test_page.py)
+    """The page signed in with the admin key, every request it makes recorded."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    requests: list[str] = []
+    errors: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(console["url"] + "/#console")
+    sign_in(page, secret(console["admin"]))
+    sync_api.expect(page.locator("#views")).to_be_visible()
+    page.requests = requests  # type: ignore[attr-defined]
+    yield page
+    context.close()
+    assert not errors, errors
+
+
+def sign_in(page, key: str) -> None:
+    page.fill("#key", key)
+    page.keyboard.press("Enter")
+    sync_api.expect(page.locator("#signin")).to_be_hidden()
+
+
+def open_section(page, name: str):
+    page.locator(f"#console-nav a[data-section='{name}']").click()
+    body = page.locator(f"#console-body[data-section='{name}']")
+    sync_api.expect(body.locator(".section-head h2")).to_be_visible(timeout=WAIT)
+    return body
+
+
+def test_every_section_renders_and_nothing_leaves_this_server(admin_page, console):
+    page = admin_page
+    sync_api.expect(page.locator("#console")).to_be_visible()
+    titles = {}
+    for name in SECTIONS:
+        body = open_section(page, name)
+        assert body.locator(".problem").count() == 0, body.inner_text()
+        titles[name] = body.locator(".section-head h2").inner_text()
+    assert titles == {"sources": "Sources", "usage": "Usage and cost", "models": "Models",
+                      "feedback": "Feedback", "keys": "Keys", "audit": "Audit"}
+    # Every request of every section went to this server, and nowhere else.
+    hosts = {urlsplit(u).netloc for u in page.requests}
+    assert hosts == {urlsplit(console["url"]).netloc}, hosts
+    assert any("/ui/vendor/uPlot.iife.min.js" in u for u in page.requests)
+
+
+def test_sources_show_the_failed_run_its_errors_and_sparklines(admin_page, console):
+    page = admin_page
+    body = open_section(page, "sources")
+    listed = httpx.get(console["url"] + "/v1/admin/sources", headers=console["admin"]).json()
+    notes = body.locator("article.source[data-source='notes']")
+    sync_api.expect(notes).to_contain_text("partial")
+    sync_api.expect(notes).to_contain_text("notes/broken.pdf")
+    sync_api.expect(notes).to_contain_text("could not parse: not a PDF file")
+    for source in listed["sources"]:
+        card = body.locator(f"article.source[data-source='{source['name']}']")
+        sparks = card.locator("figure.spark")
+        sync_api.expect(sparks).to_have_count(2)
+        for i in range(2):
+            spark = sparks.nth(i)
+            assert spark.get_attribute("data-points") == str(len(source["history"]))
+            drawn = spark.evaluate("f => f.chart.data[1]")
+            wanted = [r["duration_s"] if i == 0 else r["documents"] for r in source["history"]]
+            assert drawn == pytest.approx(wanted), (source["name"], i)
+    # A run's page: its per-document errors, as GET /v1/ingest/runs/{id} gives them.
+    notes.locator("a", has_text=f"#{console['failed_run']}").first.click()
+    run = page.locator("#console-body[data-section='runs']")
+    sync_api.expect(run.locator("h2")).to_contain_text(f"Run #{console['failed_run']} of notes")
+    errors = run.locator("table.data tbody tr")
+    sync_api.expect(errors).to_have_count(2)
+    sync_api.expect(errors.first).to_contain_text("notes/broken.pdf")
+    sync_api.expect(run).to_contain_text("2 of 5 documents failed")
+
+
+@pytest.mark.parametrize(("window", "points"), [("24h", 24), ("7d", 7), ("30d", 30)])
+def test_usage_charts_draw_one_point_per_bucket(admin_page, console, window, points):
+    page = admin_page
+    body = open_section(page, "usage")
+    with page.expect_response(lambda r: f"/v1/admin/usage?window={window}" in r.url) as got:
+        body.locator(f".switch button[data-window='{window}']").click()
+    report = got.value.json()
+    sync_api.expect(body.locator(f".switch button[data-window='{window}']")).to_have_attribute(
+        "aria-pressed", "true")
+    charts = body.locator("figure.chart")
+    sync_api.expect(charts).to_have_count(5)
+    charts.last.locator("canvas").wait_for()
+    assert len(report["series"]) == points
+    for i in range(charts.count()):
+        figure = charts.nth(i)
+        assert figure.get_attribute("data-points") == str(points)
+        assert figure.evaluate("f => f.chart.data[0].length") == points
+    # The first chart is the server's requests per bucket, as they are.
+    drawn = charts.first.evaluate("f => f.chart.data[1]")
+    assert drawn == [p["requests"] for p in report["series"]]
+    assert sum(drawn) > 0
+    # The accessible table behind it holds the same numbers, one row per bucket.
+    assert charts.first.locator("table.data tbody tr").count() == points
+    for dim in ("provider", "route", "key", "principal"):
+        sync_api.expect(body.locator(f"section.top[data-top='{dim}']")).to_be_visible()
+    rows = body.locator("section.top[data-top='principal'] tbody tr")
+    assert rows.count() == len(report["top"]["principal"]) >= 3
+    if window == "7d":
+        shot(page, "console-usage.png")
+
+
+def test_run_now_starts_a_job_whose_progress_reaches_done(admin_page):
+    page = admin_page
+    body = open_section(page, "sources")
+    card = body.locator("article.source[data-source='kb']")
+    with page.expect_response(lambda r: r.url.endswith("/v1/ingest/jobs")
+                              and r.request.method == "POST") as started:
+        card.get_by_role("button", name="Run now").click()
+    assert started.value.status == 202, started.value.text()
+    job = started.value.json()["id"]
+    progress = card.locator(".progress")
+    sync_api.expect(progress).to_have_attribute("data-job", job)
+    sync_api.expect(progress).to_have_attribute("data-status", "done", timeout=WAIT)
+    sync_api.expect(progress).to_contain_text("run #")
+    shot(page, "console-sources.png")
+
+
+def test_verify_reports_that_the_index_agrees(admin_page):
+    body = open_section(admin_page, "sources")
+    body.get_by_role("button", name="Verify the index").click()
+    sync_api.expect(body.locator(".verify")).to_have_attribute("data-ok", "true", timeout=WAIT)
+
+
+def test_a_key_created_in_the_console_works_until_revoked(admin_page, console):
+    page = admin_page
+    body = open_section(page, "keys")
+    form = body.locator("form.key-form")
+    form.locator("input[name='name']").fill("made-in-console")
+    with page.expect_response(lambda r: r.url.endswith("/v1/keys")
+                              and r.request.method == "POST") as created:
+        form.get_by_role("button", name="Create").click()
+    assert created.value.status == 201
+    shown = body.locator("#new-secret")
+    sync_api.expect(shown).to_be_visible()
+    key = shown.inner_text()
+    assert key.startswith("cw_") and key == created.value.json()["secret"]
+    # The key works from anywhere, as curl would send it.
+    search = f"{console['url']}/v1/search?q=redis"
+    assert httpx.get(search, headers={"Authorization": f"Bearer {key}"}).status_code == 200
+    row = body.locator("tbody tr", has_text="made-in-console")
+    sync_api.expect(row).to_contain_text("active")
+    revoke = row.get_by_role("button", name="Revoke made-in-console")
+    revoke.click()
+    sync_api.expect(revoke).to_have_text("Revoke for good?")
+    with page.expect_response(lambda r: "/v1/keys/made-in-console" in r.url):
+        revoke.click()
+    sync_api.expect(body.locator("tbody tr", has_text="made-in-console")).to_contain_text(
+        "revoked")
+    assert body.locator("#new-secret").count() == 0  # shown once, gone after
+    assert httpx.get(search, headers={"Authorization": f"Bearer {key}"}).status_code == 401
+    shot(page, "console-keys.png")
+
+
+def test_feedback_triage_adds_to_the_golden_set_and_dismisses(admin_page, console):
+    page = admin_page
+    body = open_section(page, "feedback")
+    chart = body.locator("figure.chart")
+    sync_api.expect(chart).to_have_attribute("data-points", "30")
+    items = body.locator("article.feedback-item")
+    sync_api.expect(items).to_have_count(2)
+    first = items.filter(has_text="step 3 changed")
+    sync_api.expect(first).to_contain_text("How do I fail over the Redis cache?")
+    sync_api.expect(first).to_contain_text("runbooks/redis.md")
+    shot(page, "console-feedback.png")
+    with page.expect_response(lambda r: r.url.endswith("/golden")) as added:
+        first.get_by_role("button", name="Add to golden set").click()
+    assert added.value.status == 201, added.value.text()
+    sync_api.expect(first).to_have_attribute("data-status", "added")
+    other = items.filter(has_not_text="step 3 changed")
+    other.get_by_role("button", name="Dismiss").click()
+    sync_api.expect(other).to_have_attribute("data-status", "dismissed")
+    still_open = httpx.get(console["url"] + "/v1/admin/feedback?status=open",
+                           headers=console["admin"]).json()
+    assert still_open["items"] == []
+
+
+def test_the_audit_log_filters_by_action(admin_page):
+    page = admin_page
+    body = open_section(page, "audit")
+    rows = body.locator("tbody tr")
+    sync_api.expect(rows.first).to_be_visible()
+    body.locator("input[name='action']").fill("keys.list")
+    with page.expect_response(lambda r: "action=keys.list" in r.url):
+        body.get_by_role("button", name="Filter").click()
+    sync_api.expect(body.locator("caption")).to_contain_text("action keys.list")
+    actions = set(body.locator("tbody tr td:nth-child(4)").all_inner_texts())
+    assert actions == {"keys.list"}
+
+
+def test_models_lists_no_provider_on_an_extractive_server(admin_page):
+    body = open_section(admin_page, "models")
+    sync_api.expect(body).to_contain_text("no model provider is configured")
+
+
+def test_a_non_admin_key_sees_no_console(browser, console):  # noqa: F811
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(console["url"] + "/#console/keys")
+    sign_in(page, secret(console["reader"]))
+    sync_api.expect(page.locator("#who")).to_contain_text("console-reader")
+    sync_api.expect(page.locator("#views")).to_be_hidden()
+    sync_api.expect(page.locator("#console")).to_be_hidden()
+    sync_api.expect(page.locator("#ask-view")).to_be_visible()
+    assert page.locator("#console-body *").count() == 0  # nothing was fetched for it
+    for path in ADMIN_READS:
+        assert httpx.get(console["url"] + path, headers=console["reader"]).status_code == 403
+    context.close()
+
+
+def test_without_upLot_the_console_shows_its_tables_and_says_why(browser, console):  # noqa: F811
+    context = browser.new_context()
+    page = context.new_page()
+    # A server installed without `make setup` lists no vendor files.
+    page.route("**/ui/vendor/", lambda route: route.fulfill(json={"files": []}))
+    page.goto(console["url"] + "/#console/usage")
+    sign_in(page, secret(console["admin"]))
+    body = page.locator("#console-body[data-section='usage']")
+    figure = body.locator("figure.chart").first
+    sync_api.expect(figure.locator("table.data")).to_be_visible(timeout=WAIT)
+    sync_api.expect(figure).to_contain_text("make setup")
+    assert figure.locator("canvas").count() == 0
+    context.close()
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_screenshots_in_both_colour_schemes(browser, console, scheme):  # noqa: F811
+    context = browser.new_context(viewport={"width": 1280, "height": 1000}, color_scheme=scheme)
+    page = context.new_page()
+    page.goto(console["url"] + "/#console/usage")
+    sign_in(page, secret(console["admin"]))
+    body = page.locator("#console-body[data-section='usage']")
+    body.locator("figure.chart canvas").first.wait_for(timeout=WAIT)
+    sync_api.expect(body.locator("figure.chart canvas")).to_have_count(5)
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert background == ("rgb(21, 23, 26)" if scheme == "dark" else "rgb(247, 247, 245)")
+    shot(page, f"console-usage-{scheme}.png")
+    page.goto(console["url"] + "/#console/sources")
+    page.reload()
+    sign_in(page, secret(console["admin"]))
+    page.locator("#console-body[data-section='sources'] figure.spark canvas").first.wait_for(
+        timeout=WAIT)
+    shot(page, f"console-sources-{scheme}.png")
+    context.close()
