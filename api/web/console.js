@@ -104,12 +104,14 @@
   async function sourceCard(s) {
     const run = s.last_run;
     const progress = el("div", { class: "progress", "aria-live": "polite" });
-    const runBtn = el("button", { type: "button", class: "primary", text: "Run now", onclick: () => runNow(s.name, runBtn, progress) });
-    if (state.job) runBtn.disabled = true;
+    const runBtn = el("button", { type: "button", class: "primary", "data-runnable": s.declared !== false, text: "Run now", onclick: () => runNow(s.name, runBtn, progress) });
+    // Only a declared source can be run by name; one job at a time (the server says 409 too).
+    if (state.job || s.declared === false) runBtn.disabled = true;
     const sparks = el("div", { class: "sparks" });
     const card = el("article", { class: "card source", "data-source": s.name },
       el("div", { class: "source-head" }, el("h3", { text: s.name }), badge(s.kind, "kind"),
-        run ? badge(run.status) : badge("never run", "none"), runBtn),
+        run ? badge(run.status) : badge("never run", "none"),
+        s.declared === false ? badge("not in the config file", "none") : "", runBtn),
       facts([
         ["Documents", num(s.documents)], ["Chunks", num(s.chunks)],
         ["Readers", s.readers.length ? s.readers.join(", ") : "everyone"],
@@ -131,14 +133,14 @@
 
   // Run now: an ingest job, followed through GET /v1/ingest/jobs/{id} until it is done or failed.
   async function runNow(name, button, box) {
-    document.querySelectorAll(".source button.primary").forEach((b) => { b.disabled = true; });
+    document.querySelectorAll(".source button[data-runnable]").forEach((b) => { b.disabled = true; });
     box.replaceChildren(el("span", { text: "Starting…" }));
     let job;
     try {
       job = await json("/v1/ingest/jobs", { method: "POST", body: { source: name } });
     } catch (e) {
       box.replaceChildren(problemNode(e));
-      document.querySelectorAll(".source button.primary").forEach((b) => { b.disabled = false; });
+      document.querySelectorAll(".source button[data-runnable]").forEach((b) => { b.disabled = false; });
       return;
     }
     state.job = job.id;
@@ -160,7 +162,7 @@
     for (const report of job.reports || []) {
       box.append(el("div", { class: "hint" }, el("a", { href: `#console/runs/${report.run_id}`, text: `run #${report.run_id}` }), `: ${report.summary}`));
     }
-    document.querySelectorAll(".source button.primary").forEach((b) => { b.disabled = false; });
+    document.querySelectorAll(".source button[data-runnable]").forEach((b) => { b.disabled = false; });
   }
 
   async function verify(button, box) {

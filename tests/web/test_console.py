@@ -351,3 +351,16 @@ def test_screenshots_in_both_colour_schemes(browser, console, scheme):  # noqa: 
         timeout=WAIT)
     shot(page, f"console-sources-{scheme}.png")
     context.close()
+
+
+def test_the_chart_library_is_served_from_here_under_the_page_policy(console):
+    url = console["url"]
+    listed = httpx.get(url + "/ui/vendor/").json()["files"]
+    if "uPlot.iife.min.js" not in listed:
+        pytest.skip("uPlot is not in api/web/vendor/: run make setup (api/web_vendor.py)")
+    assert sorted(listed) == ["uPlot.LICENSE.txt", "uPlot.iife.min.js", "uPlot.min.css"]
+    script = httpx.get(url + "/ui/vendor/uPlot.iife.min.js")
+    assert script.headers["content-type"].startswith("text/javascript")
+    assert "script-src 'self'" in script.headers["content-security-policy"]
+    assert "unsafe-inline" not in httpx.get(url + "/").headers["content-security-policy"]
+    assert httpx.get(url + "/ui/vendor/LICENSE").status_code == 404
