@@ -79,20 +79,23 @@ window.citewiseCharts = (() => {
   }
 
   // A sparkline: a tiny chart of one series (a source's last runs), no axes, with its table.
-  async function sparkline(host, { title, labels, values, format }) {
+  // Its y axis starts at 0, so that a run twice as long looks twice as high.
+  async function sparkline(host, { title, caption, labels, values, format }) {
     const figure = el("figure", { class: "spark", "data-points": values.length, title });
     const plot = el("span", { class: "plot", role: "img", "aria-label": `${title}: sparkline; the table has the numbers` });
-    figure.append(plot);
-    figure.append(el("details", { class: "chart-table" }, el("summary", { text: title }),
+    figure.append(el("figcaption", { text: caption }), plot);
+    figure.append(el("details", { class: "chart-table" }, el("summary", { text: "the numbers" }),
       table(title, "Run", labels, [{ label: title, values, format }], String)));
     host.append(figure);
-    if (!values.length) { plot.textContent = "no runs"; return figure; }
-    if (!(await load())) { plot.textContent = "–"; return figure; }
+    if (!values.length) { plot.textContent = "no runs yet"; return figure; }
+    if (!(await load())) { plot.textContent = "(no chart library: see the numbers)"; return figure; }
     const colours = palette();
+    const top = Math.max(0, ...values.filter((v) => v != null));
     figure.chart = new window.uPlot({
-      width: 120, height: 32, cursor: { show: false }, legend: { show: false }, select: { show: false },
-      scales: { x: { time: false } }, axes: [{ show: false }, { show: false }],
-      series: [{}, { stroke: colours.series[0], width: 1.5, points: { show: values.length === 1, size: 4 } }],
+      width: 140, height: 34, padding: [3, 3, 3, 3], cursor: { show: false }, legend: { show: false }, select: { show: false },
+      scales: { x: { time: false, range: [-0.5, values.length - 0.5] }, y: { range: [0, top > 0 ? top * 1.1 : 1] } },
+      axes: [{ show: false }, { show: false }],
+      series: [{}, { stroke: colours.series[0], width: 1.5, points: { show: values.length <= 2, size: 5, fill: colours.series[0] } }],
     }, [values.map((_, i) => i), values], plot);
     return figure;
   }

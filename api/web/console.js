@@ -119,10 +119,11 @@
         ["Last run", run ? el("a", { href: `#console/runs/${run.run_id}`, text: `#${run.run_id} · ${when(run.started_at)} · ${secs(run.duration_s)}` }) : "never"],
       ]), progress, sparks);
     const labels = s.history.map((r) => `#${r.run_id} ${when(r.started_at)}`);
-    await charts.sparkline(sparks, { title: `${s.name}: run duration (s), last ${s.history.length} runs`, labels,
-      values: s.history.map((r) => r.duration_s), format: secs });
-    await charts.sparkline(sparks, { title: `${s.name}: documents per run, last ${s.history.length} runs`, labels,
-      values: s.history.map((r) => r.documents), format: num });
+    const last = s.history[s.history.length - 1];
+    await charts.sparkline(sparks, { title: `${s.name}: run duration, last ${s.history.length} runs`, labels,
+      caption: `Duration${last ? `, last ${secs(last.duration_s)}` : ""}`, values: s.history.map((r) => r.duration_s), format: secs });
+    await charts.sparkline(sparks, { title: `${s.name}: documents seen per run, last ${s.history.length} runs`, labels,
+      caption: `Documents seen${last ? `, last ${num(last.documents)}` : ""}`, values: s.history.map((r) => r.documents), format: num });
     if (s.failed_documents.length) {
       card.append(grid(`Documents that failed in the last run (${s.failed_documents.length})`, [
         ["Document", (f) => el("code", { text: f.uri })], ["Error", (f) => f.error], ["What to do", (f) => f.hint || "–"],
@@ -163,6 +164,16 @@
       box.append(el("div", { class: "hint" }, el("a", { href: `#console/runs/${report.run_id}`, text: `run #${report.run_id}` }), `: ${report.summary}`));
     }
     document.querySelectorAll(".source button[data-runnable]").forEach((b) => { b.disabled = false; });
+    // The card again with the new run in its figures and sparklines, this job's progress kept.
+    try {
+      const fresh = (await json("/v1/admin/sources")).sources.find((s) => s.name === name);
+      const card = box.closest("article.source");
+      if (fresh && card && card.isConnected) {
+        const next = await sourceCard(fresh);
+        next.querySelector(".progress").replaceWith(box);
+        card.replaceWith(next);
+      }
+    } catch (_) { /* the figures stay as they were; the progress above says what happened */ }
   }
 
   async function verify(button, box) {
