@@ -75,6 +75,11 @@ window.citewiseCharts = (() => {
           points: { show: xs.length <= 31 }, value: (_, y) => (y == null ? "–" : s.format ? s.format(y) : String(y)) }))],
       legend: { show: true },
     }, [xs, ...series.map((s) => s.values)], plot);
+    // Follow the column's width when the window (or the layout) changes.
+    new ResizeObserver(() => {
+      const now = Math.floor(plot.getBoundingClientRect().width);
+      if (now >= 200 && now !== figure.chart.width) figure.chart.setSize({ width: now, height });
+    }).observe(plot);
     return figure;
   }
 

@@ -114,7 +114,8 @@
         s.declared === false ? badge("not in the config file", "none") : "", runBtn),
       facts([
         ["Documents", num(s.documents)], ["Chunks", num(s.chunks)],
-        ["Readers", s.readers.length ? s.readers.join(", ") : "everyone"],
+        // [] only for a source no longer (or never) in the config: nothing says who may read.
+        ["Readers", s.readers.length ? s.readers.join(", ") : "– (not declared)"],
         ["Schedule", s.schedule || "none (runs on demand)"], ["Last success", when(s.last_success_at)],
         ["Last run", run ? el("a", { href: `#console/runs/${run.run_id}`, text: `#${run.run_id} · ${when(run.started_at)} · ${secs(run.duration_s)}` }) : "never"],
       ]), progress, sparks);
@@ -126,7 +127,7 @@
       caption: `Documents seen${last ? `, last ${num(last.documents)}` : ""}`, values: s.history.map((r) => r.documents), format: num });
     if (s.failed_documents.length) {
       card.append(grid(`Documents that failed in the last run (${s.failed_documents.length})`, [
-        ["Document", (f) => el("code", { text: f.uri })], ["Error", (f) => f.error], ["What to do", (f) => f.hint || "–"],
+        ["Document", (f) => (f.uri ? el("code", { text: f.uri }) : "(the whole run)")], ["Error", (f) => f.error], ["What to do", (f) => f.hint || "–"],
       ], s.failed_documents));
     }
     return card;
@@ -358,22 +359,26 @@
 
   // ---------- Audit ----------
 
-  async function audit(body, filters = { since: "7d", action: "", limit: "200" }) {
+  async function audit(body, filters = { since: "7d", action: "", actor: "", outcome: "", limit: "200" }) {
     const params = new URLSearchParams({ since: filters.since, limit: filters.limit });
-    if (filters.action) params.set("action", filters.action);
+    for (const name of ["action", "actor", "outcome"]) if (filters[name]) params.set(name, filters[name]);
     const found = await json(`/v1/audit?${params}`);
     const form = el("form", { class: "filters-row", "aria-label": "Filter the audit log", onsubmit: (e) => {
       e.preventDefault();
       const data = new FormData(form);
-      audit(body, { since: data.get("since"), action: data.get("action").trim(), limit: data.get("limit") }).catch((err) => failed(body, err));
+      audit(body, { since: data.get("since"), action: data.get("action").trim(), actor: data.get("actor").trim(),
+        outcome: data.get("outcome"), limit: data.get("limit") }).catch((err) => failed(body, err));
     } },
     el("label", {}, "Since ", el("select", { name: "since" }, ["24h", "7d", "30d", "365d"].map((v) => el("option", { value: v, text: v, selected: v === filters.since })))),
     el("label", {}, "Action ", el("input", { name: "action", value: filters.action, placeholder: "key.create", maxlength: 64 })),
+    el("label", {}, "Actor ", el("input", { name: "actor", value: filters.actor, placeholder: "user:dana or key:ci-bot", maxlength: 200 })),
+    el("label", {}, "Outcome ", el("select", { name: "outcome" }, [["", "any"], ["ok", "ok"], ["denied", "denied"]].map(([v, t]) => el("option", { value: v, text: t, selected: v === filters.outcome })))),
     el("label", {}, "At most ", el("input", { name: "limit", type: "number", min: 1, max: 1000, value: filters.limit })),
     el("button", { type: "submit", text: "Filter" }));
-    // Narrowing what is shown (actor, target, outcome) needs no server round trip.
-    const narrow = el("input", { type: "search", "aria-label": "Narrow the rows shown", placeholder: "Narrow: actor, target, outcome…" });
-    const table = grid(`Audit log since ${filters.since}${filters.action ? `, action ${filters.action}` : ""}, newest first`, [
+    // Narrowing what is shown (a target, a client, a detail) needs no server round trip.
+    const narrow = el("input", { type: "search", "aria-label": "Narrow the rows shown", placeholder: "Narrow the rows shown: a target, a client…" });
+    const chosen = ["action", "actor", "outcome"].filter((n) => filters[n]).map((n) => `, ${n} ${filters[n]}`).join("");
+    const table = grid(`Audit log since ${filters.since}${chosen}, newest first`, [
       ["When", (a) => when(a.at)], ["Actor", (a) => a.actor], ["Key", (a) => a.key || "–"], ["Action", (a) => el("code", { text: a.action })],
       ["Target", (a) => a.target || "–"], ["Outcome", (a) => badge(a.outcome, a.outcome === "ok" ? "ok" : "bad")],
       ["Client", (a) => a.client || "–"], ["Detail", (a) => (Object.keys(a.detail).length ? el("code", { text: JSON.stringify(a.detail) }) : "–")],

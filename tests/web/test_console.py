@@ -9,7 +9,6 @@ one). Screenshots go to build/screenshots/ (docs/img/console-*.png are copies of
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
 import httpx
@@ -17,13 +16,12 @@ import pytest
 
 from citewise.api.app import create_app
 from citewise.api.composition import build_services
-from citewise.api.metering.store import Usage
 from citewise.api.settings import Settings
-from citewise.index.source_store import RunCounts
 from citewise.ingest.jobs import run_source
-from tests.kb import folder_source, make_key, write_kb
+from tests.console_data import seed_console
+from tests.kb import REDIS, folder_source, make_key, write_kb
 from tests.live import LiveServer
-from tests.web.test_page import CHROMIUM, WAIT, browser, shot, sync_api  # noqa: F401
+from tests.web.test_page import CHROMIUM, SHOTS, WAIT, browser, shot, sync_api  # noqa: F401
 
 assert CHROMIUM  # test_page skips the module without one
 
@@ -33,69 +31,26 @@ ADMIN_READS = ("/v1/admin/sources", "/v1/admin/usage?window=24h", "/v1/admin/mod
                "/v1/admin/feedback?status=open")
 
 
-def seed_usage(services, days: int = 3) -> int:
-    """Requests over the last ``days`` days, through the metering store's own API: a few
-    principals, keys and routes, some errors and refusals, one answer in five from the cache."""
-    now = datetime.now(UTC).replace(minute=30, second=0, microsecond=0)
-    rows = []
-    for hour in range(days * 24):
-        at = (now - timedelta(hours=hour)).isoformat(timespec="seconds")
-        for i in range(1 + hour % 4):
-            answer = i % 2 == 0
-            rows.append(Usage(
-                at=at, principal=("user:alice", "user:bob", "group:sre")[i % 3],
-                key=("slack-bot", None, "ci")[hour % 3],
-                route="/v1/answer" if answer else "/v1/search", method="POST" if answer else "GET",
-                status=(500 if hour % 17 == 0 else 429 if hour % 11 == 0 else 200),
-                latency_ms=40.0 + 7 * i + hour % 13, results=3,
-                tokens_in=300 if answer else 0, tokens_out=80 if answer else 0,
-                cost=0.0004 if answer else 0.0, cache_hits=1 if answer and hour % 5 == 0 else 0))
-    services.stores.metering.add_usage(rows)
-    return len(rows)
-
-
-def seed_failed_run(services, source: str) -> int:
-    """A nightly run of ``source`` that failed on two documents: its catalog rows, through
-    the source store's own API (what a real run writes)."""
-    store = services.stores.sources
-    run_id = store.start_run(source, "schedule")
-    store.record_error(run_id, source, "notes/broken.pdf", "could not parse: not a PDF file")
-    store.record_error(run_id, source, "notes/huge.md", "larger than max_file_bytes (10 MB)")
-    store.finish_run(run_id, RunCounts(seen=5, unchanged=3, failed=2), "partial",
-                     "2 of 5 documents failed")
-    return run_id
-
-
 @pytest.fixture(scope="module")
 def console(tmp_path_factory, dense) -> Iterator[dict]:
-    """A server that requires a key, with an admin key and a search-only key."""
+    """A server that requires a key, with an admin key and a search-only key: the small
+    knowledge base ingested for real as source "kb", and the console's synthetic history
+    (``tests/console_data.py``: 30 days of usage, two more sources whose runs the catalog holds,
+    the last one of source-00 failed, and feedback naming a document of "kb")."""
     root = tmp_path_factory.mktemp("console")
     kb = write_kb(root / "kb")
-    notes = write_kb(root / "notes")
     settings = Settings(data_dir=root / "data", require_auth=True,
-                        sources=[folder_source(kb, "kb"), folder_source(notes, "notes")])
+                        sources=[folder_source(kb, "kb")])
     services = build_services(settings)
-    for source in settings.sources:
-        report = run_source(services.pipeline, source, trigger="test")
-        assert report.status == "succeeded", report.summary()
-    failed_run = seed_failed_run(services, "notes")
-    seed_usage(services)
+    report = run_source(services.pipeline, settings.sources[0], trigger="test")
+    assert report.status == "succeeded", report.summary()
+    seeded = seed_console(services.stores, principals=6, sources=2, days=30, feedback=3,
+                          right_documents=(f"kb/{REDIS}",))
     admin = make_key(services, "console-admin", scopes="search,answer,ingest,admin")
     reader = make_key(services, "console-reader", scopes="search,answer")
     with LiveServer(create_app(settings=settings, services=services), settings) as url:
-        # Feedback as readers give it: an answer, then "not helpful" with a comment.
-        for question, comment in (("How do I fail over the Redis cache?", "step 3 changed"),
-                                  ("How do I rotate the postgres password?", None)):
-            answer = httpx.post(f"{url}/v1/answer", json={"question": question},
-                                headers=reader, timeout=120).json()
-            body = {"helpful": False, "right_document": "runbooks/redis.md"}
-            if comment:
-                body["comment"] = comment
-            resp = httpx.post(f"{url}/v1/answers/{answer['answer_id']}/feedback", json=body,
-                              headers=reader)
-            assert resp.status_code in (200, 201), resp.text
-        yield {"url": url, "services": services, "failed_run": failed_run,
-               "admin": admin, "reader": reader}
+        yield {"url": url, "services": services, "seeded": seeded,
+               "failed_run": seeded.failed_run_id, "admin": admin, "reader": reader}
     services.close()
 
 
@@ -154,28 +109,34 @@ def test_sources_show_the_failed_run_its_errors_and_sparklines(admin_page, conso
     page = admin_page
     body = open_section(page, "sources")
     listed = httpx.get(console["url"] + "/v1/admin/sources", headers=console["admin"]).json()
-    notes = body.locator("article.source[data-source='notes']")
-    sync_api.expect(notes).to_contain_text("partial")
-    sync_api.expect(notes).to_contain_text("notes/broken.pdf")
-    sync_api.expect(notes).to_contain_text("could not parse: not a PDF file")
+    assert {s["name"] for s in listed["sources"]} == {"kb", "source-00", "source-01"}
+    failed = body.locator("article.source[data-source='source-00']")
+    sync_api.expect(failed.locator(".source-head")).to_contain_text("failed")
+    sync_api.expect(failed).to_contain_text("runbooks/broken-link.md")
+    sync_api.expect(failed).to_contain_text("cannot read file: Permission denied")
+    # Indexed, not declared: nothing to run by name.
+    sync_api.expect(failed.get_by_role("button", name="Run now")).to_be_disabled()
     for source in listed["sources"]:
         card = body.locator(f"article.source[data-source='{source['name']}']")
         sparks = card.locator("figure.spark")
         sync_api.expect(sparks).to_have_count(2)
-        for i in range(2):
+        for i, field in enumerate(("duration_s", "documents")):
             spark = sparks.nth(i)
             assert spark.get_attribute("data-points") == str(len(source["history"]))
+            spark.locator("canvas").wait_for()
             drawn = spark.evaluate("f => f.chart.data[1]")
-            wanted = [r["duration_s"] if i == 0 else r["documents"] for r in source["history"]]
-            assert drawn == pytest.approx(wanted), (source["name"], i)
+            assert drawn == pytest.approx([r[field] for r in source["history"]]), source["name"]
+    assert len(listed["sources"][1]["history"]) == 30  # a seeded source's last 30 runs
     # A run's page: its per-document errors, as GET /v1/ingest/runs/{id} gives them.
-    notes.locator("a", has_text=f"#{console['failed_run']}").first.click()
+    failed.locator("a", has_text=f"#{console['failed_run']}").first.click()
     run = page.locator("#console-body[data-section='runs']")
-    sync_api.expect(run.locator("h2")).to_contain_text(f"Run #{console['failed_run']} of notes")
+    sync_api.expect(run.locator("h2")).to_contain_text(
+        f"Run #{console['failed_run']} of source-00")
     errors = run.locator("table.data tbody tr")
-    sync_api.expect(errors).to_have_count(2)
-    sync_api.expect(errors.first).to_contain_text("notes/broken.pdf")
-    sync_api.expect(run).to_contain_text("2 of 5 documents failed")
+    sync_api.expect(errors).to_have_count(4)
+    sync_api.expect(errors.first).to_contain_text("runbooks/huge-dump.md")
+    sync_api.expect(errors.last).to_contain_text("(the run)")
+    sync_api.expect(run).to_contain_text("the mass-deletion brake stopped the run")
 
 
 @pytest.mark.parametrize(("window", "points"), [("24h", 24), ("7d", 7), ("30d", 30)])
@@ -266,35 +227,47 @@ def test_feedback_triage_adds_to_the_golden_set_and_dismisses(admin_page, consol
     body = open_section(page, "feedback")
     chart = body.locator("figure.chart")
     sync_api.expect(chart).to_have_attribute("data-points", "30")
+    opened = httpx.get(console["url"] + "/v1/admin/feedback?status=open",
+                       headers=console["admin"]).json()
+    assert chart.evaluate("f => f.chart.data[2]") == [c["not_helpful"] for c in opened["counts"]]
     items = body.locator("article.feedback-item")
-    sync_api.expect(items).to_have_count(2)
-    first = items.filter(has_text="step 3 changed")
-    sync_api.expect(first).to_contain_text("How do I fail over the Redis cache?")
-    sync_api.expect(first).to_contain_text("runbooks/redis.md")
+    sync_api.expect(items).to_have_count(len(opened["items"]))
+    first = items.filter(has_text="wrong runbook (1)")
+    sync_api.expect(first).to_contain_text("How do I recover the worker pool 1?")
+    sync_api.expect(first).to_contain_text(f"kb/{REDIS}")
     shot(page, "console-feedback.png")
     with page.expect_response(lambda r: r.url.endswith("/golden")) as added:
         first.get_by_role("button", name="Add to golden set").click()
     assert added.value.status == 201, added.value.text()
     sync_api.expect(first).to_have_attribute("data-status", "added")
-    other = items.filter(has_not_text="step 3 changed")
+    sync_api.expect(first).to_contain_text(added.value.json()["path"])
+    other = items.filter(has_text="wrong runbook (2)")
     other.get_by_role("button", name="Dismiss").click()
     sync_api.expect(other).to_have_attribute("data-status", "dismissed")
     still_open = httpx.get(console["url"] + "/v1/admin/feedback?status=open",
                            headers=console["admin"]).json()
-    assert still_open["items"] == []
+    assert len(still_open["items"]) == len(opened["items"]) - 2
+    added_now = httpx.get(console["url"] + "/v1/admin/feedback?status=added",
+                          headers=console["admin"]).json()
+    assert [i["comment"] for i in added_now["items"]] == ["wrong runbook (1)"]
 
 
-def test_the_audit_log_filters_by_action(admin_page):
+def test_the_audit_log_filters_by_action_and_actor(admin_page):
     page = admin_page
+    open_section(page, "keys")  # a keys.list entry by this key
     body = open_section(page, "audit")
     rows = body.locator("tbody tr")
     sync_api.expect(rows.first).to_be_visible()
     body.locator("input[name='action']").fill("keys.list")
-    with page.expect_response(lambda r: "action=keys.list" in r.url):
+    body.locator("input[name='actor']").fill("key:console-admin")
+    with page.expect_response(lambda r: "action=keys.list" in r.url
+                              and "actor=key%3Aconsole-admin" in r.url):
         body.get_by_role("button", name="Filter").click()
     sync_api.expect(body.locator("caption")).to_contain_text("action keys.list")
-    actions = set(body.locator("tbody tr td:nth-child(4)").all_inner_texts())
-    assert actions == {"keys.list"}
+    assert rows.count() >= 1
+    assert set(body.locator("tbody tr td:nth-child(4)").all_inner_texts()) == {"keys.list"}
+    assert set(body.locator("tbody tr td:nth-child(2)").all_inner_texts()) == {
+        "key:console-admin"}
 
 
 def test_models_lists_no_provider_on_an_extractive_server(admin_page):
@@ -343,13 +316,13 @@ def test_screenshots_in_both_colour_schemes(browser, console, scheme):  # noqa: 
     sync_api.expect(body.locator("figure.chart canvas")).to_have_count(5)
     background = page.evaluate("getComputedStyle(document.body).backgroundColor")
     assert background == ("rgb(21, 23, 26)" if scheme == "dark" else "rgb(247, 247, 245)")
-    shot(page, f"console-usage-{scheme}.png")
+    page.screenshot(path=str(SHOTS / f"console-usage-{scheme}.png"))  # the first screen only
     page.goto(console["url"] + "/#console/sources")
     page.reload()
     sign_in(page, secret(console["admin"]))
     page.locator("#console-body[data-section='sources'] figure.spark canvas").first.wait_for(
         timeout=WAIT)
-    shot(page, f"console-sources-{scheme}.png")
+    page.screenshot(path=str(SHOTS / f"console-sources-{scheme}.png"))
     context.close()
 
 
