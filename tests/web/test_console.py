@@ -17,8 +17,10 @@ import pytest
 from citewise.api.app import create_app
 from citewise.api.composition import build_services
 from citewise.api.settings import Settings
+from citewise.gateway.settings import ProviderConfig
 from citewise.ingest.jobs import run_source
 from tests.console_data import seed_console
+from tests.fakes.openai_provider import OpenAIProvider
 from tests.kb import REDIS, folder_source, make_key, write_kb
 from tests.live import LiveServer
 from tests.web.test_page import CHROMIUM, SHOTS, WAIT, browser, shot, sync_api  # noqa: F401
@@ -34,13 +36,22 @@ ADMIN_READS = ("/v1/admin/sources", "/v1/admin/usage?window=24h", "/v1/admin/mod
 @pytest.fixture(scope="module")
 def console(tmp_path_factory, dense) -> Iterator[dict]:
     """A server that requires a key, with an admin key and a search-only key: the small
-    knowledge base ingested for real as source "kb", and the console's synthetic history
+    knowledge base ingested for real as source "kb", the console's synthetic history
     (``tests/console_data.py``: 30 days of usage, two more sources whose runs the catalog holds,
-    the last one of source-00 failed, and feedback naming a document of "kb")."""
+    the last one of source-00 failed, and feedback naming a document of "kb"), and two model
+    providers on loopback, the first of which failed once, so the second wrote an answer."""
     root = tmp_path_factory.mktemp("console")
     kb = write_kb(root / "kb")
-    settings = Settings(data_dir=root / "data", require_auth=True,
-                        sources=[folder_source(kb, "kb")])
+    first, second = OpenAIProvider(model="m-1").start(), OpenAIProvider(model="m-2").start()
+    for fake in (first, second):
+        fake.reply = "Fail over the cache with the sentinel command [1]."
+    first.script = ["500"]
+    settings = Settings(
+        data_dir=root / "data", require_auth=True, answer_cache=False, llm_max_attempts=2,
+        sources=[folder_source(kb, "kb")],
+        llm_providers=[ProviderConfig(name="first", base_url=first.base_url, model="m-1"),
+                       ProviderConfig(name="second", base_url=second.base_url, model="m-2",
+                                      input_price=1.0, output_price=2.0)])
     services = build_services(settings)
     report = run_source(services.pipeline, settings.sources[0], trigger="test")
     assert report.status == "succeeded", report.summary()
@@ -48,10 +59,17 @@ def console(tmp_path_factory, dense) -> Iterator[dict]:
                           right_documents=(f"kb/{REDIS}",))
     admin = make_key(services, "console-admin", scopes="search,answer,ingest,admin")
     reader = make_key(services, "console-reader", scopes="search,answer")
-    with LiveServer(create_app(settings=settings, services=services), settings) as url:
-        yield {"url": url, "services": services, "seeded": seeded,
-               "failed_run": seeded.failed_run_id, "admin": admin, "reader": reader}
-    services.close()
+    try:
+        with LiveServer(create_app(settings=settings, services=services), settings) as url:
+            answered = httpx.post(f"{url}/v1/answer", headers=reader, timeout=WAIT / 1000,
+                                  json={"question": "How do I fail over the redis cache?"})
+            assert answered.json()["provider"] == "second", answered.text
+            yield {"url": url, "services": services, "seeded": seeded, "settings": settings,
+                   "failed_run": seeded.failed_run_id, "admin": admin, "reader": reader}
+    finally:
+        services.close()
+        first.stop()
+        second.stop()
 
 
 def secret(headers: dict) -> str:
@@ -270,9 +288,34 @@ def test_the_audit_log_filters_by_action_and_actor(admin_page):
         "key:console-admin"}
 
 
-def test_models_lists_no_provider_on_an_extractive_server(admin_page):
+def test_models_show_each_providers_breaker_errors_and_failovers(admin_page, console):
     body = open_section(admin_page, "models")
-    sync_api.expect(body).to_contain_text("no model provider is configured")
+    got = httpx.get(console["url"] + "/v1/admin/models", headers=console["admin"]).json()
+    rows = body.locator("tbody tr")
+    sync_api.expect(rows).to_have_count(len(got["providers"]))
+    assert [p["name"] for p in got["providers"]] == ["first", "second"]
+    first, second = rows.nth(0), rows.nth(1)
+    sync_api.expect(first.locator(".badge")).to_have_text("closed")
+    # first: one call, one error (100 %); second: the answer, after the failover.
+    assert first.locator("td").nth(4).inner_text() == str(got["providers"][0]["requests"])
+    assert first.locator("td").nth(6).inner_text() == "100.0 %"
+    assert second.locator("td").nth(8).inner_text() == str(got["providers"][1]["failovers"])
+    sync_api.expect(body).to_contain_text(got["replica"])
+
+
+def test_the_operator_on_this_machine_sees_the_console_without_a_key(browser, console):  # noqa: F811
+    """Local mode (no key required, `make run`): a loopback caller has every scope."""
+    settings = console["settings"].replaced(require_auth=False)
+    app = create_app(settings=settings, services=console["services"])
+    with LiveServer(app, settings) as url:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(url + "/#console/keys")
+        sync_api.expect(page.locator("#who")).to_contain_text("this machine (local mode)")
+        sync_api.expect(page.locator("#console-body[data-section='keys'] h2")).to_have_text(
+            "Keys")
+        sync_api.expect(page.locator("#signin")).to_be_hidden()
+        context.close()
 
 
 def test_a_non_admin_key_sees_no_console(browser, console):  # noqa: F811
