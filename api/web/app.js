@@ -527,7 +527,7 @@
 
   // What the console (console.js) shares with this script: calls go out with the signed-in
   // key, which stays in this closure. It learns who is signed in from "citewise:me" events.
-  window.citewise = Object.freeze({ el, call, problemNode });
+  window.citewise = Object.freeze({ el, call, problemNode, copy });
 
   // ---------- wiring ----------
 

@@ -6,7 +6,7 @@
 "use strict";
 
 (() => {
-  const { el, call, problemNode } = window.citewise;
+  const { el, call, problemNode, copy } = window.citewise;
   const charts = window.citewiseCharts;
   const $ = (id) => document.getElementById(id);
   const SECTIONS = [
@@ -54,7 +54,12 @@
   function show(me) {
     state.admin = !!(me && me.scopes.includes("admin"));
     $("views").hidden = !state.admin;
-    if (!state.admin) { $("console").hidden = true; $("ask-view").hidden = false; return; }
+    if (!state.admin) { // signed out, or a key without admin: nothing of the console stays
+      $("console").hidden = true;
+      $("ask-view").hidden = false;
+      $("console-body").replaceChildren();
+      return;
+    }
     route();
   }
 
@@ -71,10 +76,12 @@
       if (a.dataset.section === (name === "runs" ? "sources" : name)) a.setAttribute("aria-current", "page");
       else a.removeAttribute("aria-current");
     });
-    const body = $("console-body");
-    body.replaceChildren(el("p", { class: "hint", text: "Loading…" }));
-    body.dataset.section = name;
-    const render = { sources, usage, models, feedback, keys, audit, runs: () => runPage(parts[2]) }[name];
+    // A fresh container per visit: an answer that arrives after the operator moved on lands
+    // in a container no longer shown, never in the section shown now.
+    const body = el("div", { class: "view" }, el("p", { class: "hint", text: "Loading…" }));
+    $("console-body").replaceChildren(body);
+    $("console-body").dataset.section = name;
+    const render = { sources, usage, models, feedback, keys, audit, runs: () => runPage(body, parts[2]) }[name];
     render(body).catch((e) => failed(body, e));
   }
 
@@ -193,8 +200,7 @@
     button.disabled = false;
   }
 
-  async function runPage(id) {
-    const body = $("console-body");
+  async function runPage(body, id) {
     const run = await json(`/v1/ingest/runs/${encodeURIComponent(id)}`);
     body.replaceChildren(heading(`Run #${run.id} of ${run.source}`, el("a", { href: "#console/sources", text: "← Sources" })),
       el("div", { class: "card" }, facts([
@@ -230,6 +236,15 @@
         ["Cache hits", `${num(t.cache_hits)}${t.answers ? ` (${pct(t.cache_hits / t.answers)} of answers)` : ""}`],
         ["Tokens in / out", `${num(t.tokens_in)} / ${num(t.tokens_out)}`], ["Cost", money(t.cost)],
       ]), chartsBox);
+    const top = el("div", { class: "tops" });
+    body.append(el("h3", { text: "Top 20, by requests" }), top);
+    for (const [dim, title] of [["provider", "Per provider"], ["route", "Per route"], ["key", "Per key"], ["principal", "Per principal"]]) {
+      top.append(el("section", { class: "top", "data-top": dim }, grid(title, [
+        [dim[0].toUpperCase() + dim.slice(1), (r) => r.name ?? "(none)"], ["Requests", (r) => num(r.requests)],
+        ["Errors", (r) => num(r.errors)], ["Refused", (r) => num(r.denied)], ["p50", (r) => ms(r.p50_ms)], ["p95", (r) => ms(r.p95_ms)],
+        ["Tokens in/out", (r) => `${num(r.tokens_in)} / ${num(r.tokens_out)}`], ["Cache hits", (r) => num(r.cache_hits)], ["Cost", (r) => money(r.cost)],
+      ], report.top[dim] || [], "no requests in this window")));
+    }
     const draw = (title, series) => charts.timeChart(chartsBox, { title, times, hourly, series });
     await draw("Requests, errors and refusals", [
       { label: "requests", values: column("requests") }, { label: "errors", values: column("errors") },
@@ -240,15 +255,6 @@
       { label: "cache hits", values: column("cache_hits") }]);
     await draw("Model tokens", [{ label: "in", values: column("tokens_in"), format: num }, { label: "out", values: column("tokens_out"), format: num }]);
     await draw("Cost", [{ label: "cost", values: column("cost"), format: money }]);
-    const top = el("div", { class: "tops" });
-    body.append(el("h3", { text: "Top 20, by requests" }), top);
-    for (const [dim, title] of [["provider", "Per provider"], ["route", "Per route"], ["key", "Per key"], ["principal", "Per principal"]]) {
-      top.append(el("section", { class: "top", "data-top": dim }, grid(title, [
-        [dim[0].toUpperCase() + dim.slice(1), (r) => r.name ?? "(none)"], ["Requests", (r) => num(r.requests)],
-        ["Errors", (r) => num(r.errors)], ["Refused", (r) => num(r.denied)], ["p50", (r) => ms(r.p50_ms)], ["p95", (r) => ms(r.p95_ms)],
-        ["Tokens in/out", (r) => `${num(r.tokens_in)} / ${num(r.tokens_out)}`], ["Cache hits", (r) => num(r.cache_hits)], ["Cost", (r) => money(r.cost)],
-      ], report.top[dim] || [], "no requests in this window")));
-    }
   }
 
   // ---------- Models ----------
@@ -320,7 +326,8 @@
         const key = await json("/v1/keys", { method: "POST", body: request });
         await keys(body);
         $("key-secret").replaceChildren(el("p", {}, el("strong", { text: `The secret of ${key.name}, shown this once:` })),
-          el("code", { id: "new-secret", text: key.secret }),
+          el("code", { id: "new-secret", text: key.secret }), " ",
+          el("button", { type: "button", text: "Copy", onclick: (ev) => copy(key.secret, ev.currentTarget) }),
           el("p", { class: "hint", text: "Copy it now: the server keeps only its hash. Lost, it cannot be shown again; create another key." }));
       } catch (err) { secretBox.replaceChildren(problemNode(err)); }
     } },
