@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dest", type=Path, default=VENDOR_DIR, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.source is None and present(args.dest):
+        (args.dest / STAMP).touch()  # newer than this file: make has nothing left to do
         print(f"{NAME} {VERSION} is already in {args.dest}")
         return 0
     try:

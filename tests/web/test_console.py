@@ -85,6 +85,9 @@ def admin_page(browser, console):  # noqa: F811 (the fixture of test_page.py)
     errors: list[str] = []
     page.on("request", lambda r: requests.append(r.url))
     page.on("pageerror", lambda e: errors.append(str(e)))
+    # The strict policy refuses any inline style or script a chart library might add: none.
+    page.on("console", lambda m: errors.append(m.text)
+            if "Content Security Policy" in m.text else None)
     page.goto(console["url"] + "/#console")
     sign_in(page, secret(console["admin"]))
     sync_api.expect(page.locator("#views")).to_be_visible()
@@ -92,6 +95,8 @@ def admin_page(browser, console):  # noqa: F811 (the fixture of test_page.py)
     yield page
     context.close()
     assert not errors, errors
+    # Whatever the test did in the console, the page asked this server only.
+    assert {urlsplit(u).netloc for u in requests} == {urlsplit(console["url"]).netloc}
 
 
 def sign_in(page, key: str) -> None:
