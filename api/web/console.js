@@ -13,7 +13,9 @@
     ["sources", "Sources"], ["usage", "Usage and cost"], ["models", "Models"],
     ["feedback", "Feedback"], ["keys", "Keys"], ["audit", "Audit"],
   ];
-  const state = { admin: false, window: "24h", feedback: "open", job: null };
+  const state = { admin: false, ingest: false, window: "24h", feedback: "open", job: null };
+  // Run now, Verify and the runs are /v1/ingest/... routes: they need the ingest scope too.
+  const NEEDS_INGEST = "needs the ingest scope as well as admin (the /v1/ingest routes)";
 
   // ---------- formatting (display only) ----------
 
@@ -53,6 +55,7 @@
 
   function show(me) {
     state.admin = !!(me && me.scopes.includes("admin"));
+    state.ingest = !!(me && me.scopes.includes("ingest"));
     $("views").hidden = !state.admin;
     if (!state.admin) { // signed out, or a key without admin: nothing of the console stays
       $("console").hidden = true;
@@ -92,18 +95,21 @@
   // ---------- Sources ----------
 
   async function sources(body) {
-    const [found, recent] = await Promise.all([json("/v1/admin/sources"), json("/v1/ingest/runs?limit=20")]);
+    const [found, recent] = await Promise.all([json("/v1/admin/sources"),
+      state.ingest ? json("/v1/ingest/runs?limit=20") : null]);
     const verifyBox = el("div", { class: "verify", "aria-live": "polite" });
-    const verifyBtn = el("button", { type: "button", text: "Verify the index", onclick: () => verify(verifyBtn, verifyBox) });
+    const verifyBtn = el("button", { type: "button", text: "Verify the index", disabled: !state.ingest,
+      title: state.ingest ? null : `Verify ${NEEDS_INGEST}`, onclick: () => verify(verifyBtn, verifyBox) });
     const list = el("div", { class: "source-list" });
     body.replaceChildren(heading("Sources", verifyBtn), verifyBox, list,
       el("h3", { text: "Recent runs" }),
-      grid("The last 20 ingest runs, newest first", [
+      !recent ? el("p", { class: "none", text: `The list of runs ${NEEDS_INGEST}.` }) : grid("The last 20 ingest runs, newest first", [
         ["Run", (r) => el("a", { href: `#console/runs/${r.id}`, text: `#${r.id}` })],
         ["Source", (r) => r.source], ["Trigger", (r) => r.trigger], ["Status", (r) => badge(r.status)],
         ["Started", (r) => when(r.started_at)], ["Seen", (r) => num(r.seen)], ["Added", (r) => num(r.added)],
         ["Updated", (r) => num(r.updated)], ["Deleted", (r) => num(r.deleted)], ["Failed", (r) => num(r.failed)],
       ], recent.runs));
+    if (!state.ingest) list.append(el("p", { class: "hint", text: `Run now and Verify: this key ${NEEDS_INGEST}.` }));
     for (const s of found.sources) list.append(await sourceCard(s));
     if (!found.sources.length) list.append(el("p", { class: "none", text: "No source is declared or indexed yet." }));
   }
@@ -111,9 +117,10 @@
   async function sourceCard(s) {
     const run = s.last_run;
     const progress = el("div", { class: "progress", "aria-live": "polite" });
-    const runBtn = el("button", { type: "button", class: "primary", "data-runnable": s.declared !== false, text: "Run now", onclick: () => runNow(s.name, runBtn, progress) });
+    const runBtn = el("button", { type: "button", class: "primary", "data-runnable": s.declared !== false && state.ingest, text: "Run now", onclick: () => runNow(s.name, runBtn, progress) });
     // Only a declared source can be run by name; one job at a time (the server says 409 too).
-    if (state.job || s.declared === false) runBtn.disabled = true;
+    if (state.job || s.declared === false || !state.ingest) runBtn.disabled = true;
+    if (!state.ingest) runBtn.title = `Run now ${NEEDS_INGEST}`;
     const sparks = el("div", { class: "sparks" });
     const card = el("article", { class: "card source", "data-source": s.name },
       el("div", { class: "source-head" }, el("h3", { text: s.name }), badge(s.kind, "kind"),

@@ -59,13 +59,15 @@ def console(tmp_path_factory, dense) -> Iterator[dict]:
                           right_documents=(f"kb/{REDIS}",))
     admin = make_key(services, "console-admin", scopes="search,answer,ingest,admin")
     reader = make_key(services, "console-reader", scopes="search,answer")
+    admin_only = make_key(services, "console-admin-only", scopes="admin")
     try:
         with LiveServer(create_app(settings=settings, services=services), settings) as url:
             answered = httpx.post(f"{url}/v1/answer", headers=reader, timeout=WAIT / 1000,
                                   json={"question": "How do I fail over the redis cache?"})
             assert answered.json()["provider"] == "second", answered.text
             yield {"url": url, "services": services, "seeded": seeded, "settings": settings,
-                   "failed_run": seeded.failed_run_id, "admin": admin, "reader": reader}
+                   "failed_run": seeded.failed_run_id, "admin": admin, "reader": reader,
+                   "admin_only": admin_only}
     finally:
         services.close()
         first.stop()
@@ -335,6 +337,22 @@ def test_a_non_admin_key_sees_no_console(browser, console):  # noqa: F811
     assert page.locator("#console-body *").count() == 0  # nothing was fetched for it
     for path in ADMIN_READS:
         assert httpx.get(console["url"] + path, headers=console["reader"]).status_code == 403
+    context.close()
+
+
+def test_an_admin_key_without_ingest_sees_sources_but_cannot_run_them(browser, console):  # noqa: F811
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(console["url"] + "/#console/sources")
+    sign_in(page, secret(console["admin_only"]))
+    body = page.locator("#console-body[data-section='sources']")
+    card = body.locator("article.source[data-source='kb']")
+    sync_api.expect(card.get_by_role("button", name="Run now")).to_be_disabled()
+    sync_api.expect(body.get_by_role("button", name="Verify the index")).to_be_disabled()
+    sync_api.expect(body).to_contain_text("needs the ingest scope")
+    assert body.locator(".problem").count() == 0
+    assert httpx.get(console["url"] + "/v1/ingest/runs",
+                     headers=console["admin_only"]).status_code == 403
     context.close()
 
 
