@@ -45,10 +45,9 @@
     return el("dl", { class: "facts" }, pairs.map(([k, v]) => el("div", {}, el("dt", { text: k }), el("dd", {}, v))));
   }
 
-  // A section that the server does not offer (an older server, or a route not built yet) says so.
+  // A section the server refused or could not give: its problem details (what, and what to do).
   function failed(body, error) {
     body.replaceChildren(problemNode(error));
-    if (error.status === 404) body.append(el("p", { class: "hint", text: "This server does not offer that route: it may be older than this page." }));
   }
 
   // ---------- the shell: visibility, navigation ----------
