@@ -100,7 +100,8 @@ class ConversationStore(Protocol):
 
     def feedback_since(self, since: str) -> list[tuple[dict, StoredAnswer]]:
         """Feedback given since ``since`` (``helpful``, ``comment``, ``wrong_citation``,
-        ``right_document``, ``created_at``) with the answer it is about, oldest first."""
+        ``right_document``, ``created_at``, and its triage ``status``: open, added or
+        dismissed) with the answer it is about, oldest first."""
         ...
 
     # Triage (the operator console) -----------------------------------------------------------

@@ -250,11 +250,15 @@ class Conversations:
                 "wrong_citation": wrong_citation, "right_document": right_document,
                 "created_at": at}
 
-    def feedback_export(self, since: str | None = None) -> list[dict]:
+    def feedback_export(self, since: str | None = None, status: str | None = None
+                        ) -> list[dict]:
         """Feedback with its question and answer, as golden-set candidates: a helpful answer's
-        cited documents are its expected sources; an unhelpful one is a case to write."""
+        cited documents are its expected sources; an unhelpful one is a case to write.
+        ``status`` keeps one triage state (open, added, dismissed)."""
         out = []
         for given, stored in self.store.feedback_since(since or ""):
+            if status is not None and given.get("status") != status:
+                continue
             wrong = given["wrong_citation"]
             cited = [c for c in stored.answer.citations if c.n != wrong]
             out.append({
@@ -264,5 +268,6 @@ class Conversations:
                 "helpful": given["helpful"], "comment": given["comment"],
                 "wrong_citation": wrong, "right_document": given.get("right_document"),
                 "answer": stored.answer.answer,
-                "answer_id": stored.id, "at": given["created_at"]})
+                "answer_id": stored.id, "at": given["created_at"],
+                "status": given.get("status")})
         return out

@@ -149,11 +149,12 @@ class PostgresConversationStore(PostgresStore):
         columns = ", ".join(f"a.{c.strip()}" for c in _ANSWER.split(","))
         rows = self.database.rows(
             "SELECT f.helpful, f.comment, f.wrong_citation, f.created_at AS given_at, "
-            f"f.right_document, {columns} FROM feedback f JOIN answers a ON a.id = f.answer_id "
+            f"f.right_document, f.status AS triage, {columns} FROM feedback f "
+            "JOIN answers a ON a.id = f.answer_id "
             "WHERE f.created_at >= %s ORDER BY f.created_at, f.id", [since])
         return [({"helpful": r["helpful"], "comment": r["comment"],
                   "wrong_citation": r["wrong_citation"], "created_at": r["given_at"],
-                  "right_document": r["right_document"]},
+                  "right_document": r["right_document"], "status": r["triage"]},
                  _answer(r)) for r in rows]
 
     # Triage ------------------------------------------------------------------------------------

@@ -142,10 +142,11 @@ class SqliteConversationStore(SqliteStore):
         columns = ", ".join(f"a.{c.strip()}" for c in _ANSWER.split(","))
         rows = self._conn().execute(
             f"SELECT f.helpful, f.comment, f.wrong_citation, f.created_at, f.right_document, "
-            f"{columns} FROM feedback f JOIN answers a ON a.id = f.answer_id "
+            f"f.status, {columns} FROM feedback f JOIN answers a ON a.id = f.answer_id "
             "WHERE f.created_at >= ? ORDER BY f.created_at, f.id", (since,)).fetchall()
         return [({"helpful": bool(r[0]), "comment": r[1], "wrong_citation": r[2],
-                  "created_at": r[3], "right_document": r[4]}, _answer(r[5:])) for r in rows]
+                  "created_at": r[3], "right_document": r[4], "status": r[5]},
+                 _answer(r[6:])) for r in rows]
 
     # Triage ------------------------------------------------------------------------------------
     def feedback_items(self, status: str | None, limit: int

@@ -258,6 +258,7 @@ def feedback() -> None:
           citewise feedback export                         every answer rated, as JSON lines
           citewise feedback export --since 30d --out candidates.jsonl
           citewise feedback export --golden feedback-golden.jsonl
+          citewise feedback export --golden added.jsonl --status added
           citewise rank train --qa golden.jsonl --qa feedback-golden.jsonl
 
         --golden writes golden-set entries instead (the fields of
@@ -267,15 +268,24 @@ def feedback() -> None:
         right_document in POST /v1/answers/{id}/feedback) has that document, once it names
         an indexed one. must_contain_any is left empty. Review the file, then give it to
         `citewise eval --qa` and `citewise rank train --qa`.
+
+        --status added keeps what operators added to the golden set in the console (and
+        --status dismissed what they dismissed): the console also appends each entry it
+        adds to the serving replica's <data dir>/golden/feedback.jsonl, but on several
+        replicas that file is split between them, and this export reads the shared store.
         """
     ),
 )
 @click.option("--since", default="365d", show_default=True, help="30d, 24h or an ISO date.")
+@click.option("--status", type=click.Choice(["open", "added", "dismissed"]),
+              help="Only feedback of this triage state (the console's Add to golden set "
+                   "marks it added, Dismiss dismissed; new feedback is open).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write to this file.")
 @click.option("--golden", type=click.Path(dir_okay=False),
               help="Write golden-set entries (JSON lines) to this file instead.")
 @click.pass_obj
-def feedback_export(obj: Context, since: str, out: str | None, golden: str | None) -> None:
+def feedback_export(obj: Context, since: str, status: str | None, out: str | None,
+                    golden: str | None) -> None:
     """Rated answers as golden-set candidates (JSON lines): the question as searched, the
     sources a helpful answer cited (minus one marked wrong), and for unhelpful ones the
     comment and the right document, so a person can write the case; with --golden, as
@@ -289,14 +299,15 @@ def feedback_export(obj: Context, since: str, out: str | None, golden: str | Non
         start = parse_since(since)
         at = start.isoformat(timespec="milliseconds")
         if golden:
-            export = golden_entries(stores.conversations.feedback_since(at),
-                                    DocumentNames.of(stores.catalog, stores.sources))
+            given = [(g, a) for g, a in stores.conversations.feedback_since(at)
+                     if status is None or g["status"] == status]
+            export = golden_entries(given, DocumentNames.of(stores.catalog, stores.sources))
             rows = export.entries
         else:
-            rows = build_conversations(obj.local_data(), stores).feedback_export(at)
+            rows = build_conversations(obj.local_data(), stores).feedback_export(at, status)
         AuditLog(stores.metering).record("feedback.export", actor=_operator(),
                                          detail={"since": start.isoformat(), "rows": len(rows),
-                                                 "golden": bool(golden)})
+                                                 "golden": bool(golden), "status": status})
     if golden:
         with open(golden, "w", encoding="utf-8") as f:
             f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)

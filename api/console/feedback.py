@@ -96,7 +96,7 @@ def _as_given(given: FeedbackRow) -> dict[str, Any]:
     # The shape ``feedback_since`` gives ``golden_entries``.
     return {"helpful": given.helpful, "comment": given.comment,
             "wrong_citation": given.wrong_citation, "created_at": given.created_at,
-            "right_document": given.right_document}
+            "right_document": given.right_document, "status": given.status}
 
 
 def _locator(start: int | None, end: int | None, heading: str | None) -> str | None:

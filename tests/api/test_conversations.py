@@ -198,6 +198,10 @@ def test_the_right_document_is_kept_and_exported_as_golden_set_entries(data, tmp
         assert too_long.status_code == 422
         stored = stored_rows(c.app.state.services).execute(
             "SELECT helpful, right_document FROM feedback ORDER BY id").fetchall()
+        # An operator adds the second to the golden set in the console (the route's own
+        # store call; the console tests drive the route itself).
+        assert c.app.state.services.stores.conversations.set_feedback_status(
+            2, "added", "user:ops", "2026-12-06T00:00:00.000+00:00")
     assert [tuple(r) for r in stored] == [(1, None), (0, POSTGRES), (0, None),
                                           (0, "runbooks/no-such-page.md")]
     golden = tmp_path / "feedback-golden.jsonl"
@@ -215,3 +219,13 @@ def test_the_right_document_is_kept_and_exported_as_golden_set_entries(data, tmp
         assert r["must_contain_any"] == [] and r["kind"] and r["from_answer"]
     # The trainer takes the file as it is.
     assert len(load_training_questions([golden]).questions) == 2
+    # --status keeps one triage state: what operators added, read from the shared store
+    # rather than the serving replica's file.
+    for status, expected in (("added", [f"kb/{POSTGRES}"]), ("open", [f"kb/{REDIS}"])):
+        only = tmp_path / f"{status}.jsonl"
+        result = CliRunner().invoke(cli, ["--data-dir", str(data), "feedback", "export",
+                                          "--golden", str(only), "--status", status],
+                                    env=clean_env())
+        assert result.exit_code == 0, result.output
+        assert [json.loads(line)["relevant"] for line in only.read_text().splitlines()] == [
+            expected]

@@ -84,7 +84,8 @@ def test_expiry_keeps_the_answers_that_received_feedback(stores):
     assert store.answer("a1") is not None and store.answer("a2") is None
     ((given, answer),) = store.feedback_since("2026-01-01")
     assert given == {"helpful": True, "comment": "good", "wrong_citation": None,
-                     "created_at": "2026-01-02T00:00:00.000+00:00", "right_document": None}
+                     "created_at": "2026-01-02T00:00:00.000+00:00", "right_document": None,
+                     "status": "open"}
     assert answer.id == "a1"
     assert store.feedback_since("2026-01-03") == []
 
