@@ -26,7 +26,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import logging  # noqa: E402
+
 import httpx  # noqa: E402
+
+# One line per timed request would bury the table: the bench's own client stays quiet.
+logging.getLogger("httpx").setLevel(logging.WARNING)
 
 from citewise.api.app import create_app  # noqa: E402
 from citewise.api.composition import build_services  # noqa: E402
