@@ -179,15 +179,18 @@ class Planned:
     cron: Cron
 
 
+def schedule_of(source: SourceConfig, default: str | None) -> str | None:
+    """The cron expression a source runs on: its own, else the default; None for "off"."""
+    expression = source.schedule if source.schedule is not None else default
+    if expression is None or expression.strip().lower() in OFF:
+        return None
+    return expression
+
+
 def plan(default: str | None, sources: Sequence[SourceConfig]) -> list[Planned]:
-    """Which sources run on which schedule: their own, else the default; "off" for none."""
-    out = []
-    for source in sources:
-        expression = source.schedule if source.schedule is not None else default
-        if expression is None or expression.strip().lower() in OFF:
-            continue
-        out.append(Planned(source.name, Cron.parse(expression)))
-    return out
+    """Which sources run on which schedule (``schedule_of``); none for those that are off."""
+    return [Planned(source.name, Cron.parse(expression)) for source in sources
+            if (expression := schedule_of(source, default)) is not None]
 
 
 def last_run_started(sources: SourceStore, source: str) -> datetime | None:

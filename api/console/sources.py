@@ -9,7 +9,7 @@ from typing import Any
 
 from citewise.index.catalog import DocumentCatalog
 from citewise.index.source_store import SourceStore, sources_with_counts
-from citewise.ingest.schedule import OFF
+from citewise.ingest.schedule import schedule_of
 from citewise.settings import SourceConfig
 
 HISTORY = 30  # runs per source in the history (the sparklines)
@@ -80,7 +80,7 @@ def source_statuses(sources: SourceStore, catalog: DocumentCatalog,
             "declared": config is not None,
             "documents": row.get("documents", 0), "chunks": row.get("chunks", 0),
             "readers": _readers(config, default_readers),
-            "schedule": _schedule(config, default_schedule),
+            "schedule": schedule_of(config, default_schedule) if config else None,
             "last_success_at": row.get("last_success_at"),
             "last_run": run_summary(last) if last else None,
             "failed_documents": failed,
@@ -93,12 +93,3 @@ def _readers(config: SourceConfig | None, default: list[str] | None) -> list[str
     if config is None:
         return []
     return list(config.readers if config.readers is not None else default or [])
-
-
-def _schedule(config: SourceConfig | None, default: str | None) -> str | None:
-    if config is None:
-        return None
-    expression = config.schedule if config.schedule is not None else default
-    if expression is None or expression.strip().lower() in OFF:
-        return None
-    return expression
