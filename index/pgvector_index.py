@@ -60,7 +60,13 @@ from psycopg.types.json import Jsonb
 from citewise.errors import BackendError, ConfigError, StoreUnavailableError
 from citewise.index.generations import is_generation
 from citewise.index.payload import ChunkPayload
-from citewise.index.vector_index import ChunkPoint, IndexFilter, SparseVector, VectorHit
+from citewise.index.vector_index import (
+    ChunkPoint,
+    IndexFilter,
+    ScoredId,
+    SparseVector,
+    VectorHit,
+)
 from citewise.postgres import PostgresDatabase, Row
 from citewise.store_schema import Migration, StoreSchema
 
@@ -494,20 +500,42 @@ class PgvectorIndex:
     def search(
         self, query: list[float] | SparseVector, *, filter: IndexFilter, limit: int
     ) -> list[VectorHit]:
+        return [_hit(r) for r in self._query(query, filter, limit, with_payload=True)]
+
+    def rank(
+        self, query: list[float] | SparseVector, *, filter: IndexFilter, limit: int
+    ) -> list[ScoredId]:
+        return [ScoredId(str(r["id"]), float(r["score"]))
+                for r in self._query(query, filter, limit, with_payload=False)]
+
+    def payloads(self, ids: Sequence[str]) -> dict[str, ChunkPayload]:
+        # Asked as the database writes UUIDs, answered under the ids the caller gave.
+        given = {c: str(i) for i in ids if (c := _canonical(str(i))) is not None}
+        if not given:
+            return {}
+        with self._sql("read payloads"), self._db.connection() as conn:
+            rows = conn.execute(sql.SQL("SELECT id, payload FROM {} WHERE id = ANY(%s::uuid[])")
+                                .format(self._tables.points), [sorted(given)]).fetchall()
+        return {given[str(r["id"])]: ChunkPayload.from_payload(r["payload"]) for r in rows}
+
+    def _query(self, query: list[float] | SparseVector, flt: IndexFilter, limit: int, *,
+               with_payload: bool) -> list[Row]:
         if limit <= 0:
             return []
+        payload = sql.SQL("payload" if with_payload else "NULL AS payload")
         if isinstance(query, SparseVector):
             if not query.indices:  # a query without terms matches nothing
                 return []
-            return self._bm25(query, filter, limit)
-        return self._nearest(query, filter, limit)
+            return self._bm25(query, flt, limit, payload)
+        return self._nearest(query, flt, limit, payload)
 
-    def _nearest(self, query: list[float], flt: IndexFilter, limit: int) -> list[VectorHit]:
+    def _nearest(self, query: list[float], flt: IndexFilter, limit: int,
+                 payload: sql.SQL) -> list[Row]:
         where, params = _where(flt)
         vector = _vector(query)
         statement = sql.SQL(
-            "SELECT id, 1 - (dense <=> %s::vector) AS score, payload FROM {} WHERE {} "
-            "ORDER BY dense <=> %s::vector LIMIT %s").format(self._tables.points, where)
+            "SELECT id, 1 - (dense <=> %s::vector) AS score, {} FROM {} WHERE {} "
+            "ORDER BY dense <=> %s::vector LIMIT %s").format(payload, self._tables.points, where)
         values = [vector, *params, vector, limit]
         with self._sql("search"), self._db.transaction() as conn:
             # A custom plan for every query: a generic one (psycopg prepares a statement run
@@ -520,19 +548,19 @@ class PgvectorIndex:
                 conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef)])
                 rows = conn.execute(statement, values).fetchall()
                 if len(rows) >= limit:
-                    return [_hit(r) for r in rows]
+                    return rows
                 # The graph's candidates ran out before the filter let ``limit`` through.
                 self.exact_fallbacks += 1
             conn.execute("SET LOCAL enable_indexscan = off")
-            rows = conn.execute(statement, values).fetchall()
-        return [_hit(r) for r in rows]
+            return conn.execute(statement, values).fetchall()
 
     def _points(self, conn: psycopg.Connection[Row]) -> int:
         row = conn.execute("SELECT points FROM vector_generations WHERE generation = %s",
                            [self.generation]).fetchone()
         return int(row["points"]) if row else 0
 
-    def _bm25(self, query: SparseVector, flt: IndexFilter, limit: int) -> list[VectorHit]:
+    def _bm25(self, query: SparseVector, flt: IndexFilter, limit: int,
+              payload: sql.SQL) -> list[Row]:
         where, params = _where(flt)
         t = self._tables
         weights = dict(zip(query.indices, query.values, strict=True))
@@ -552,16 +580,15 @@ class PgvectorIndex:
                 FROM {postings} p JOIN q ON p.term = q.term
                 GROUP BY p.point_id
             )
-            SELECT v.id, s.score, v.payload
+            SELECT v.id, s.score, {payload}
             FROM scored s JOIN {points} v ON v.id = s.point_id
             WHERE {where}
             ORDER BY s.score DESC, v.id
             LIMIT %s""").format(terms=t.terms, postings=t.postings, points=t.points,
-                                where=where)
+                                where=where, payload=payload)
         values = [self.generation, list(weights), list(weights.values()), *params, limit]
         with self._sql("search"), self._db.connection() as conn:
-            rows = conn.execute(statement, values).fetchall()
-        return [_hit(r) for r in rows]
+            return conn.execute(statement, values).fetchall()
 
     def count(self, filter: IndexFilter | None = None) -> int:
         where, params = _where(filter)

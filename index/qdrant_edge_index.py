@@ -36,6 +36,7 @@ from citewise.index.vector_index import (
     SPARSE,
     ChunkPoint,
     IndexFilter,
+    ScoredId,
     SparseVector,
     VectorHit,
 )
@@ -258,6 +259,16 @@ class EdgeVectorIndex:
     def search(
         self, query: list[float] | SparseVector, *, filter: IndexFilter, limit: int
     ) -> list[VectorHit]:
+        return [_hit(p) for p in self._query(query, filter, limit, with_payload=True)]
+
+    def rank(
+        self, query: list[float] | SparseVector, *, filter: IndexFilter, limit: int
+    ) -> list[ScoredId]:
+        return [ScoredId(str(p.id), p.score)
+                for p in self._query(query, filter, limit, with_payload=False)]
+
+    def _query(self, query: list[float] | SparseVector, flt: IndexFilter, limit: int, *,
+               with_payload: bool) -> list[qe.ScoredPoint]:
         if isinstance(query, SparseVector):
             if not query.indices:  # a query without terms matches nothing
                 return []
@@ -267,12 +278,19 @@ class EdgeVectorIndex:
         else:
             engine_query = qe.Query.Nearest(list(query), using=DENSE)
         request = qe.QueryRequest(
-            limit=limit, query=engine_query, filter=_edge_filter(filter), params=_EXACT,
-            with_payload=True,
+            limit=limit, query=engine_query, filter=_edge_filter(flt), params=_EXACT,
+            with_payload=with_payload,
         )
         with self._engine("search") as shard:
-            points = shard.query(request)
-        return [_hit(p) for p in points]
+            return shard.query(request)
+
+    def payloads(self, ids: Sequence[str]) -> dict[str, ChunkPayload]:
+        if not ids:
+            return {}
+        wanted: list[qe.PointId] = [str(i) for i in ids]
+        with self._engine("read payloads") as shard:
+            records = shard.retrieve(wanted, with_payload=True, with_vector=False)
+        return {str(r.id): _payload(r.id, r.payload) for r in records}
 
     def count(self, filter: IndexFilter | None = None) -> int:
         request = qe.CountRequest(exact=True, filter=_edge_filter(filter))
@@ -425,12 +443,16 @@ def _acquire_folder_lock(path: Path) -> IO[str]:
 
 
 def _hit(point: qe.ScoredPoint) -> VectorHit:
-    """A search result. The engine hands ids back as uuid.UUID whatever form they went in as,
-    and types the payload optional (a query may leave it out; ours ask for it)."""
-    if point.payload is None:
-        raise BackendError(f"the embedded index returned point {point.id} without its payload")
+    """A search result. The engine hands ids back as uuid.UUID whatever form they went in as."""
     return VectorHit(id=str(point.id), score=point.score,
-                     payload=ChunkPayload.from_payload(point.payload))
+                     payload=_payload(point.id, point.payload))
+
+
+def _payload(point_id: object, payload: dict[str, Any] | None) -> ChunkPayload:
+    # The engine types the payload optional (a read may leave it out; ours ask for it).
+    if payload is None:
+        raise BackendError(f"the embedded index returned point {point_id} without its payload")
+    return ChunkPayload.from_payload(payload)
 
 
 def _edge_point(point: ChunkPoint) -> qe.Point:

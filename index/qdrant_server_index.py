@@ -25,6 +25,7 @@ from citewise.index.vector_index import (
     SPARSE,
     ChunkPoint,
     IndexFilter,
+    ScoredId,
     SparseVector,
     VectorHit,
 )
@@ -227,6 +228,16 @@ class ServerVectorIndex:
     def search(
         self, query: list[float] | SparseVector, *, filter: IndexFilter, limit: int
     ) -> list[VectorHit]:
+        return [_hit(p) for p in self._query(query, filter, limit, with_payload=True)]
+
+    def rank(
+        self, query: list[float] | SparseVector, *, filter: IndexFilter, limit: int
+    ) -> list[ScoredId]:
+        return [ScoredId(str(p.id), p.score)
+                for p in self._query(query, filter, limit, with_payload=False)]
+
+    def _query(self, query: list[float] | SparseVector, flt: IndexFilter, limit: int, *,
+               with_payload: bool) -> list[models.ScoredPoint]:
         if isinstance(query, SparseVector):
             if not query.indices:  # a query without terms matches nothing
                 return []
@@ -241,11 +252,19 @@ class ServerVectorIndex:
                 self._collection,
                 query=engine_query,
                 using=using,
-                query_filter=_server_filter(filter),
+                query_filter=_server_filter(flt),
                 limit=limit,
-                with_payload=True,
+                with_payload=with_payload,
             )
-        return [_hit(p) for p in response.points]
+        return response.points
+
+    def payloads(self, ids: Sequence[str]) -> dict[str, ChunkPayload]:
+        if not ids:
+            return {}
+        with self._request("read payloads"):
+            records = self._client.retrieve(self._collection, ids=list(ids),
+                                            with_payload=True, with_vectors=False)
+        return {str(r.id): _payload(r.id, r.payload) for r in records}
 
     def count(self, filter: IndexFilter | None = None) -> int:
         with self._request("count points"):
@@ -396,12 +415,15 @@ def _match_any(key: str, values: list[str]) -> models.FieldCondition:
 
 
 def _hit(point: models.ScoredPoint) -> VectorHit:
-    """A search result. The client types the payload optional (a query may leave it out; ours
-    ask for it)."""
-    if point.payload is None:
-        raise BackendError(f"the Qdrant server returned point {point.id} without its payload")
     return VectorHit(id=str(point.id), score=point.score,
-                     payload=ChunkPayload.from_payload(point.payload))
+                     payload=_payload(point.id, point.payload))
+
+
+def _payload(point_id: object, payload: dict[str, Any] | None) -> ChunkPayload:
+    # The client types the payload optional (a read may leave it out; ours ask for it).
+    if payload is None:
+        raise BackendError(f"the Qdrant server returned point {point_id} without its payload")
+    return ChunkPayload.from_payload(payload)
 
 
 def _server_filter(flt: IndexFilter | None) -> models.Filter | None:

@@ -8,8 +8,11 @@ with pgvector. The same contract tests (tests/index/test_vector_index_contract.p
 Every point is one chunk, with two named vectors (dense, and BM25 term weights to which the
 engine applies the IDF) and a ``ChunkPayload`` (``index/payload.py``). A search asks for one of
 the two vectors; hybrid search is two of them, fused by ``retrieval.fusion`` so that every
-backend ranks the same. The permission filter (``readers``) and every search filter are applied
-*inside* each engine query, so a caller can never receive a point it may not read.
+backend ranks the same. It asks each list for ids and scores only (``rank``) and reads the
+payloads of the fused page alone (``payloads``): carrying a hundred chunk texts out of the
+engine to keep twenty cost more than the BM25 query itself (bench/results/profile-before.md).
+The permission filter (``readers``) and every search filter are applied *inside* each engine
+query, so a caller can never receive a point it may not read.
 """
 
 from __future__ import annotations
@@ -91,6 +94,14 @@ class IndexFilter:
         )
 
 
+@dataclass(frozen=True)
+class ScoredId:
+    """A point that matched a query, without its payload (``VectorIndex.rank``)."""
+
+    id: str
+    score: float
+
+
 @dataclass
 class VectorHit:
     id: str
@@ -115,6 +126,16 @@ class VectorIndex(Protocol):
     ) -> list[VectorHit]:
         """Best points first: nearest by the dense vector for a list of floats, by BM25 for a
         ``SparseVector`` (an empty one matches nothing)."""
+
+    def rank(
+        self, query: list[float] | SparseVector, *, filter: IndexFilter, limit: int
+    ) -> list[ScoredId]:
+        """``search`` without the payloads: the same points, scores and order."""
+
+    def payloads(self, ids: Sequence[str]) -> dict[str, ChunkPayload]:
+        """The payloads of the points among ``ids``, by id; a point that no longer exists (a
+        document deleted since it was ranked) is left out. No filter: the ids come from a
+        ``rank`` whose filter held the caller's readers."""
 
     def count(self, filter: IndexFilter | None = None) -> int:
         """Number of points matching the filter (all points without one)."""

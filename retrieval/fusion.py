@@ -16,10 +16,11 @@ server rank identically, and lets us use fusions the engine does not offer.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
-from citewise.index.vector_index import VectorHit
+from citewise.index.vector_index import ScoredId
 
 FusionMethod = Literal["rrf", "convex"]
 
@@ -44,20 +45,31 @@ class FusionConfig:
         return f"convex(dense_weight={self.dense_weight:g})"
 
 
-def fuse(dense: list[VectorHit], sparse: list[VectorHit], config: FusionConfig) -> list[VectorHit]:
-    """One list, best first; each hit's score is its fused score. Ties keep id order."""
+class Scored(Protocol):
+    """What fusion reads of a hit: its id and its score in its own list."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def score(self) -> float: ...
+
+
+def fuse(dense: Sequence[Scored], sparse: Sequence[Scored],
+         config: FusionConfig) -> list[ScoredId]:
+    """One list, best first, each with its fused score; ties keep id order. Ids and scores
+    only: the search reads the payloads of the page it keeps (``VectorIndex.payloads``)."""
     if config.method == "rrf":
         scores = _rrf(dense, sparse, config)
     else:
         scores = _convex(dense, sparse, config.dense_weight)
-    by_id = {h.id: h for h in sparse}
-    by_id.update({h.id: h for h in dense})
-    fused = [VectorHit(id=i, score=s, payload=by_id[i].payload) for i, s in scores.items()]
+    fused = [ScoredId(i, s) for i, s in scores.items()]
     fused.sort(key=lambda h: (-h.score, h.id))
     return fused
 
 
-def _rrf(dense: list[VectorHit], sparse: list[VectorHit], config: FusionConfig) -> dict[str, float]:
+def _rrf(dense: Sequence[Scored], sparse: Sequence[Scored],
+         config: FusionConfig) -> dict[str, float]:
     scores: dict[str, float] = {}
     for hits, weight in ((dense, config.dense_weight), (sparse, 1.0 - config.dense_weight)):
         for rank, h in enumerate(hits):
@@ -66,7 +78,7 @@ def _rrf(dense: list[VectorHit], sparse: list[VectorHit], config: FusionConfig) 
     return scores
 
 
-def _convex(dense: list[VectorHit], sparse: list[VectorHit],
+def _convex(dense: Sequence[Scored], sparse: Sequence[Scored],
             dense_weight: float) -> dict[str, float]:
     d = _normalised(dense)
     s = _normalised(sparse)
@@ -79,7 +91,7 @@ def _convex(dense: list[VectorHit], sparse: list[VectorHit],
     }
 
 
-def _normalised(hits: list[VectorHit]) -> dict[str, float]:
+def _normalised(hits: Sequence[Scored]) -> dict[str, float]:
     """Scores divided by the best one: 1.0 for the top hit, 0 for a score of 0 or below."""
     top = max((h.score for h in hits), default=0.0)
     if top <= 0:

@@ -32,6 +32,7 @@ from citewise.index.payload import ChunkPayload
 from citewise.index.sparse import Bm25Encoder
 from citewise.index.vector_index import IndexFilter, SparseVector, VectorHit, VectorIndex
 from citewise.retrieval.fusion import FusionConfig, fuse
+from citewise.retrieval.live_versions import LiveVersions
 from citewise.retrieval.ranking.signals import Signals
 from citewise.retrieval.rerank import Reranker, RerankError
 from citewise.retrieval.synonyms import Synonyms
@@ -148,6 +149,7 @@ class SearchService:
         self.learned = learned
         self._query_vectors: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
         self._cache_lock = Lock()
+        self.live_versions = LiveVersions(catalog)
 
     def query_vector(self, query: str) -> list[float]:
         """Query embeddings, with a small LRU: dashboards and bots repeat their questions.
@@ -262,13 +264,14 @@ class SearchService:
             committed = self.catalog.swaps_committed()
             index_filter.exclude_ids = self.catalog.stale_point_ids()
             current = self._live_hits(query, index_filter, wanted, mode, fusion or self.fusion,
-                                      signals)
+                                      committed, signals)
             if self.catalog.swaps_committed() == committed:
                 break
         return [SearchResult.from_hit(h) for h in current[:wanted]], signals or Signals()
 
     def _live_hits(self, query: str, index_filter: IndexFilter, wanted: int, mode: SearchMode,
-                   fusion: FusionConfig, signals: Signals | None = None) -> list[VectorHit]:
+                   fusion: FusionConfig, committed: str,
+                   signals: Signals | None = None) -> list[VectorHit]:
         """Hits of one index generation (``index/generations.py``), all of the catalog's live
         versions. A search that straddles a switch to a new generation (``citewise reindex``)
         is asked again of the new one: its hits would all be dropped as replaced versions, or
@@ -277,7 +280,7 @@ class SearchService:
             with pinned(self.index) as (generation, index):
                 try:
                     hits = self._versioned_hits(index, query, index_filter, wanted, mode, fusion,
-                                                signals)
+                                                (committed, generation), signals)
                 except BackendError:
                     if attempt == _SWITCHES or not moved(self.index, generation):
                         raise
@@ -295,7 +298,11 @@ class SearchService:
 
     def _versioned_hits(self, index: VectorIndex, query: str, index_filter: IndexFilter,
                         wanted: int, mode: SearchMode, fusion: FusionConfig,
-                        signals: Signals | None = None) -> list[VectorHit]:
+                        mark: tuple[str, str], signals: Signals | None = None,
+                        ) -> list[VectorHit]:
+        """Hits of ``index`` whose versions are live as of ``mark`` (the swap count read before
+        the queries, and the generation)."""
+        committed, generation = mark
         limit = wanted + 10
         for _ in range(_REFILLS):
             if mode == "hybrid":
@@ -306,7 +313,8 @@ class SearchService:
                 hits = index.search(vector, filter=index_filter, limit=limit)
             # Break score ties by id so that the same query always returns the same results.
             hits.sort(key=lambda h: (-h.score, h.id))
-            live = self.catalog.current_versions(h.payload.document_id for h in hits)
+            live = self.live_versions.of((h.payload.document_id for h in hits),
+                                         committed=committed, generation=generation)
             current = [h for h in hits if live.get(h.payload.document_id) == h.payload.version]
             if len(current) >= wanted or len(hits) < limit:
                 break
@@ -331,15 +339,18 @@ class SearchService:
                 fusion: FusionConfig, signals: Signals | None = None) -> list[VectorHit]:
         # Each list goes deeper than the page: a chunk ranked 30th by both methods can belong
         # in the fused top 10. The permission filter is inside both queries.
+        # Ids and scores only: the payloads (chunk texts) of the fused page alone are read.
         depth = max(self.prefetch, limit)
-        dense_hits = index.search(self.query_vector(query), filter=index_filter, limit=depth)
-        sparse_hits = index.search(
-            self.sparse_query(query), filter=index_filter, limit=depth
-        )
+        dense_hits = index.rank(self.query_vector(query), filter=index_filter, limit=depth)
+        sparse_hits = index.rank(self.sparse_query(query), filter=index_filter, limit=depth)
         if signals is not None:
             signals.record([(h.id, h.score) for h in dense_hits],
                            [(h.id, h.score) for h in sparse_hits])
-        return fuse(dense_hits, sparse_hits, fusion)[:limit]
+        page = fuse(dense_hits, sparse_hits, fusion)[:limit]
+        payloads = index.payloads([h.id for h in page])
+        # A point deleted since it was ranked belongs to a swap that committed meanwhile: the
+        # search sees the count move and is asked again (``_fused``).
+        return [VectorHit(h.id, h.score, payloads[h.id]) for h in page if h.id in payloads]
 
 
 def chunk_link(p: ChunkPayload) -> str | None:

@@ -293,6 +293,28 @@ def test_payload_comes_back_whole(loaded):
     assert hit.payload == points[2].payload  # every field of the contract, typed
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_rank_is_search_without_the_payloads(loaded, mode):
+    index, points = loaded
+    flt = IndexFilter(readers=BOB)
+    query = points[4].dense if mode == "dense" else SparseVector([COMMON, RARE_DB], [1.0, 2.0])
+    hits = index.search(query, filter=flt, limit=7)
+    ranked = index.rank(query, filter=flt, limit=7)
+    assert [(r.id, r.score) for r in ranked] == [(h.id, pytest.approx(h.score)) for h in hits]
+    assert not ids_of(points, "sre-secrets") & {r.id for r in ranked}  # BOB may not read it
+    assert index.rank(SparseVector([], []), filter=flt, limit=3) == []
+
+
+def test_payloads_reads_the_points_asked_for_and_leaves_out_missing_ones(loaded):
+    index, points = loaded
+    gone = "00000000-0000-4000-8000-000000000000"
+    found = index.payloads([points[3].id, points[0].id, gone])
+    assert found == {points[3].id: points[3].payload, points[0].id: points[0].payload}
+    assert index.payloads([]) == {}
+    index.delete_document(points[3].payload.document_id)
+    assert points[3].id not in index.payloads([points[3].id])
+
+
 def test_empty_sparse_vector_matches_nothing(loaded):
     index, points = loaded
     flt = IndexFilter(readers=EVERYONE)

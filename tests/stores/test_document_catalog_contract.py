@@ -7,6 +7,7 @@ import pytest
 from citewise.errors import BackendError
 from citewise.index.catalog import DocumentRecord, PendingWrite, chunk_point_id, document_id
 from citewise.index.outline import Block, Outline, Section
+from citewise.retrieval.live_versions import LiveVersions
 from citewise.types import Chunk
 
 
@@ -231,3 +232,39 @@ def test_every_fact_is_listed_and_a_document_copies_whole_into_another_catalog(s
     assert copy.outlines([doc.id]) == stores.catalog.outlines([doc.id])
     assert copy.pending_writes() == [pending]
     assert copy.meta_items() == {}
+
+
+def test_remembered_live_versions_follow_every_committed_swap(stores):
+    """Search remembers live versions until the swap count or the generation moves
+    (``retrieval/live_versions.py``): that is only right if every switch and removal of a
+    version moves the count, on every catalog."""
+    catalog = stores.catalog
+    doc, other = record("kb", "a.md", version="v1"), record("kb", "b.md", version="w1")
+    save(stores, doc, "one")
+    save(stores, other, "two")
+    live = LiveVersions(catalog)
+
+    def versions(generation: str = "g0") -> dict[str, str]:
+        return live.of([doc.id, other.id, "gone"], committed=catalog.swaps_committed(),
+                       generation=generation)
+
+    assert versions() == {doc.id: "v1", other.id: "w1"}
+    assert versions() == {doc.id: "v1", other.id: "w1"}
+    reads = live.reads
+    assert reads == 2  # "gone" is never remembered as absent: asked again, the rest not
+
+    new = record("kb", "a.md", version="v2", content="h2")
+    pending = PendingWrite(document_id=doc.id, source="kb", kind="write", new_version="v2",
+                           new_points=1, old_version="v1", old_points=1)
+    catalog.begin_pending(pending)
+    assert versions() == {doc.id: "v1", other.id: "w1"}  # not live before the commit
+    catalog.commit_write(pending, new, *chunks(new, "one, again"))
+    assert versions() == {doc.id: "v2", other.id: "w1"}
+
+    removal = PendingWrite(document_id=other.id, source="kb", kind="delete")
+    catalog.begin_pending(removal)
+    catalog.commit_delete(removal)
+    assert versions() == {doc.id: "v2"}
+    reads = live.reads
+    versions("g1")  # another generation: its versions are read afresh
+    assert live.reads == reads + 1
