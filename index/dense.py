@@ -145,46 +145,54 @@ class RemoteEmbeddings:
 RECENT_VECTORS = 20_000
 
 
-class QueryBatcher:
-    """Embeds the queries that arrive while the model is busy as one batch.
+class ServingBatcher:
+    """Runs the model for everything serving asks of it, one call at a time, batching what
+    arrives meanwhile: question vectors, and the throwaway texts an extractive answer weighs
+    (its steps and sentences).
 
-    No query waits for company: the first caller runs the model at once with whatever is
-    pending (only itself, when the server is quiet). Callers that arrive meanwhile queue up,
-    and when the running batch ends, one of them runs the next batch for all of them. One model
-    call at a time is also what two cores want: the model already uses both, and concurrent
-    calls only fight over them. Measured on this kind of machine under load, one query took
-    102 ms, four in one batch 109 ms, eight 149 ms.
+    No caller waits for company: the first runs the model at once with whatever is pending
+    (only itself, when the server is quiet). Callers that arrive meanwhile queue up, and when
+    the running call ends, one of them runs the next for all of them. One model call at a time
+    is also what two cores want: the model already uses both, and concurrent calls only fight
+    over them. Measured on this kind of machine under load, one query took 102 ms, four in one
+    batch 109 ms, eight 149 ms; four clients asking for answers at once had each answer's
+    texts embedded in its own call, all at the same time, before they shared this one
+    (bench/results/profile-*.md). Ingest does not come here: its batches are long, and a
+    question must not wait behind one.
     """
 
-    MAX_BATCH = 16
+    MAX_TEXTS = 64  # texts per model call (a caller with more gets a call of its own)
 
     def __init__(self, encode: Callable[[list[str]], np.ndarray]) -> None:
         self._encode = encode
         self._lock = threading.Lock()
-        self._pending: list[_PendingQuery] = []
+        self._pending: list[_Pending] = []
         self._running = False
 
     def embed(self, text: str) -> list[float]:
-        mine = _PendingQuery(text)
+        """One text's vector (a question's)."""
+        vector: list[float] = self.embed_many([text])[0].tolist()
+        return vector
+
+    def embed_many(self, texts: list[str]) -> np.ndarray:
+        """The texts' vectors (float32 rows, in order)."""
+        mine = _Pending(texts)
         with self._lock:
             self._pending.append(mine)
             if not self._running:
                 self._running = mine.lead = True
         if not mine.lead:
             mine.done.wait()
-        if not mine.lead:  # a batch run by another caller held this query
-            if mine.error is not None:
-                raise mine.error
-            return mine.vector  # type: ignore[return-value]
-        # This caller runs the next batch: the queries pending now, its own first among them
+        if not mine.lead:  # a call run by another caller held these texts
+            return mine.result()
+        # This caller runs the next call: what is pending now, its own first among them
         # (a caller is made leader only while it is the first in the queue).
         try:
             with self._lock:
-                batch = self._pending[:self.MAX_BATCH]
-                del self._pending[:self.MAX_BATCH]
+                batch = self._next_batch()
             self._run(batch)
         finally:
-            # The next batch is run by the first caller still waiting, so that this one
+            # The next call is run by the first caller still waiting, so that this one
             # returns at once rather than serving the queue.
             with self._lock:
                 successor = self._pending[0] if self._pending else None
@@ -194,43 +202,58 @@ class QueryBatcher:
                     successor.lead = True
             if successor is not None:
                 successor.done.set()
-        if mine.error is not None:
-            raise mine.error
-        return mine.vector  # type: ignore[return-value]
+        return mine.result()
 
-    def _run(self, batch: list[_PendingQuery]) -> None:
-        """Every caller of the batch ends with its vector or an error, whatever happens:
+    def _next_batch(self) -> list[_Pending]:
+        batch = [self._pending.pop(0)]
+        size = len(batch[0].texts)
+        while self._pending and size + len(self._pending[0].texts) <= self.MAX_TEXTS:
+            size += len(self._pending[0].texts)
+            batch.append(self._pending.pop(0))
+        return batch
+
+    def _run(self, batch: list[_Pending]) -> None:
+        """Every caller of the batch ends with its vectors or an error, whatever happens:
         a caller left waiting would wait forever."""
+        texts = [t for p in batch for t in p.texts]
         try:
-            vectors = self._encode([p.text for p in batch])
-            if len(vectors) != len(batch):
+            vectors = np.asarray(self._encode(texts), dtype=np.float32)
+            if len(vectors) != len(texts):
                 raise RuntimeError(f"the embedding model returned {len(vectors)} vectors for "
-                                   f"{len(batch)} queries")
-            for p, v in zip(batch, vectors, strict=True):
-                p.vector = np.asarray(v, dtype=np.float32).tolist()
+                                   f"{len(texts)} texts")
+            at = 0
+            for p in batch:
+                p.vectors = vectors[at:at + len(p.texts)]
+                at += len(p.texts)
         except Exception as e:  # every caller of the batch sees the model's error
             for p in batch:
                 p.error = e
         except BaseException:  # the leader is interrupted
             for p in batch:
-                p.error = RuntimeError("embedding the query was interrupted")
+                p.error = RuntimeError("embedding was interrupted")
             raise
         finally:
             for p in batch:
-                if p.vector is None and p.error is None:
-                    p.error = RuntimeError("embedding the query failed")
+                if p.vectors is None and p.error is None:
+                    p.error = RuntimeError("embedding failed")
                 p.done.set()
 
 
-class _PendingQuery:
-    __slots__ = ("text", "vector", "error", "done", "lead")
+class _Pending:
+    __slots__ = ("texts", "vectors", "error", "done", "lead")
 
-    def __init__(self, text: str) -> None:
-        self.text = text
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
         self.lead = False
-        self.vector: list[float] | None = None
+        self.vectors: np.ndarray | None = None
         self.error: Exception | None = None
         self.done = threading.Event()
+
+    def result(self) -> np.ndarray:
+        if self.error is not None:
+            raise self.error
+        assert self.vectors is not None  # set with ``done``, or ``error`` is
+        return self.vectors
 
 
 class DenseEncoder:
@@ -262,7 +285,7 @@ class DenseEncoder:
         # and embedding their units again was most of an answer's CPU time.
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
         self._recent_lock = threading.Lock()
-        self._queries = QueryBatcher(self._encode)
+        self._serving = ServingBatcher(self._encode)
 
     @property
     def model(self) -> SentenceTransformer:
@@ -307,7 +330,7 @@ class DenseEncoder:
         self._tokenizer = other._tokenizer
         with self._recent_lock:
             self._recent.clear()
-        self._queries = QueryBatcher(self._encode)
+        self._serving = ServingBatcher(self._encode)
 
     def count_tokens(self, text: str) -> int:
         """Word-pieces the model sees, without the [CLS]/[SEP] markers."""
@@ -343,7 +366,7 @@ class DenseEncoder:
             yield from pool.map(self._encode, batches)
 
     def embed_query(self, text: str) -> list[float]:
-        """One query's vector. Concurrent queries share model calls (``QueryBatcher``): on two
+        """One query's vector. Concurrent queries share model calls (``ServingBatcher``): on two
         cores a batch of four short questions costs about what one does."""
         if self.remote is not None:
             # An endpoint takes calls in parallel and may retry a slow one: queries are not
@@ -351,7 +374,7 @@ class DenseEncoder:
             vector: list[float] = self._encode([text], questions=True)[0] \
                 .astype(np.float32).tolist()
             return vector
-        return self._queries.embed(text)
+        return self._serving.embed(text)
 
     def embed_documents(
         self,
@@ -377,7 +400,15 @@ class DenseEncoder:
         if cached and on_progress:
             on_progress(len(texts) - len(todo))
         fresh: dict[str, np.ndarray] = {}
-        if todo:
+        if todo and not use_cache and self.remote is None:
+            # An answer's throwaway texts: the serving lane, with other answers' and the
+            # questions' (``ServingBatcher``).
+            order = list(todo)
+            vectors = self._serving.embed_many([todo[k] for k in order])
+            fresh = dict(zip(order, vectors, strict=True))
+            self.embedded_count += len(order)
+            self._remember(fresh)
+        elif todo:
             # Sort by length so each batch pads to similar lengths: the model's cost is
             # quadratic in the longest sequence of the batch.
             order = sorted(todo, key=lambda k: len(todo[k]))

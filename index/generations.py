@@ -28,9 +28,11 @@ from typing import Any, Protocol
 
 from citewise.errors import BackendError
 from citewise.index.catalog import DocumentCatalog
+from citewise.index.payload import ChunkPayload
 from citewise.index.vector_index import (
     ChunkPoint,
     IndexFilter,
+    ScoredId,
     SparseVector,
     VectorHit,
     VectorIndex,
@@ -307,6 +309,15 @@ class LiveIndex:
                limit: int) -> list[VectorHit]:
         with self.pinned() as (_, index):
             return index.search(query, filter=filter, limit=limit)
+
+    def rank(self, query: list[float] | SparseVector, *, filter: IndexFilter,
+             limit: int) -> list[ScoredId]:
+        with self.pinned() as (_, index):
+            return index.rank(query, filter=filter, limit=limit)
+
+    def payloads(self, ids: Sequence[str]) -> dict[str, ChunkPayload]:
+        with self.pinned() as (_, index):
+            return index.payloads(ids)
 
     def count(self, filter: IndexFilter | None = None) -> int:
         with self.pinned() as (_, index):

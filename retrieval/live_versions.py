@@ -29,13 +29,13 @@ class LiveVersions:
     def __init__(self, catalog: DocumentCatalog, *, max_documents: int = MAX_DOCUMENTS) -> None:
         self.catalog = catalog
         self.max_documents = max_documents
-        self._mark: tuple[str, str] | None = None
+        self._mark: tuple[str, str | None] | None = None
         self._versions: dict[str, str] = {}
         self._lock = Lock()
         self.reads = 0  # catalog reads made (what the memory saves is searches minus this)
 
     def of(self, document_ids: Iterable[str], *, committed: str,
-           generation: str) -> dict[str, str]:
+           generation: str | None) -> dict[str, str]:
         """The live version of each of ``document_ids`` the catalog holds, as of ``committed``
         (the swap count the caller read before its index queries) in ``generation``."""
         mark = (committed, generation)

@@ -298,7 +298,7 @@ class SearchService:
 
     def _versioned_hits(self, index: VectorIndex, query: str, index_filter: IndexFilter,
                         wanted: int, mode: SearchMode, fusion: FusionConfig,
-                        mark: tuple[str, str], signals: Signals | None = None,
+                        mark: tuple[str, str | None], signals: Signals | None = None,
                         ) -> list[VectorHit]:
         """Hits of ``index`` whose versions are live as of ``mark`` (the swap count read before
         the queries, and the generation)."""

@@ -1,5 +1,6 @@
-"""Concurrent queries share model calls: the vectors are those of one query at a time, fewer
-calls are made under concurrency, and a failing model call fails every query of its batch."""
+"""Concurrent queries and answers share model calls: the vectors are those of one caller at a
+time, fewer calls are made under concurrency, and a failing model call fails every caller of
+its batch."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from citewise.index.dense import QueryBatcher
+from citewise.index.dense import ServingBatcher
 
 QUESTIONS = [f"how do I fail over the cache in region {i}?" for i in range(24)]
 
@@ -22,7 +23,7 @@ def test_concurrent_queries_get_their_own_vectors_in_fewer_model_calls(dense):
         calls.append(len(texts))
         return dense._encode(texts)
 
-    batcher = QueryBatcher(counting)
+    batcher = ServingBatcher(counting)
     start = threading.Barrier(12)
 
     def ask(q):
@@ -36,7 +37,44 @@ def test_concurrent_queries_get_their_own_vectors_in_fewer_model_calls(dense):
         assert float(together[q] @ alone[q]) > 0.9999, q
     assert sum(calls) >= len(QUESTIONS)
     assert len(calls) < len(QUESTIONS), f"no batching happened: {calls}"
-    assert max(calls) <= QueryBatcher.MAX_BATCH
+    assert max(calls) <= ServingBatcher.MAX_TEXTS
+
+
+def test_answers_texts_share_calls_with_other_answers_and_questions(dense):
+    """Each caller's list comes back whole and in order, as the model gives it alone."""
+    lists = [[f"step {i}.{j}: restart the {j}th replica of cache {i}" for j in range(1 + i % 5)]
+             for i in range(10)]
+    alone = [dense._encode(texts) for texts in lists]
+    calls: list[int] = []
+
+    def counting(texts):
+        calls.append(len(texts))
+        return dense._encode(texts)
+
+    batcher = ServingBatcher(counting)
+    start = threading.Barrier(len(lists) + 2)
+
+    def weigh(texts):
+        start.wait()
+        return batcher.embed_many(texts)
+
+    def ask(q):
+        start.wait()
+        return np.array(batcher.embed(q))
+
+    with ThreadPoolExecutor(len(lists) + 2) as pool:
+        weighed = [pool.submit(weigh, texts) for texts in lists]
+        questions = [pool.submit(ask, q) for q in QUESTIONS[:2]]
+        answers = [f.result(timeout=120) for f in weighed]
+        asked = [f.result(timeout=120) for f in questions]
+    for got, want in zip(answers, alone, strict=True):
+        assert got.shape == want.shape
+        assert np.all(np.sum(got * want, axis=1) > 0.9999)
+    for q, vec in zip(QUESTIONS[:2], asked, strict=True):
+        assert float(vec @ np.array(dense.embed_query(q))) > 0.9999
+    assert sum(calls) == sum(map(len, lists)) + 2
+    assert len(calls) < len(lists) + 2, f"no batching happened: {calls}"
+    assert max(calls) <= ServingBatcher.MAX_TEXTS
 
 
 def test_a_quiet_server_runs_each_query_at_once(dense):
@@ -46,7 +84,7 @@ def test_a_quiet_server_runs_each_query_at_once(dense):
         calls.append(len(texts))
         return dense._encode(texts)
 
-    batcher = QueryBatcher(counting)
+    batcher = ServingBatcher(counting)
     for q in QUESTIONS[:3]:
         batcher.embed(q)
     assert calls == [1, 1, 1]
@@ -62,7 +100,7 @@ def test_a_failing_model_call_fails_its_batch_and_the_next_caller_runs():
             raise RuntimeError("model crashed")
         return np.ones((len(texts), 3), dtype=np.float32)
 
-    batcher = QueryBatcher(flaky)
+    batcher = ServingBatcher(flaky)
     errors = []
 
     def ask(q):
@@ -98,7 +136,7 @@ def test_an_interrupted_leader_leaves_no_one_waiting(n):
             raise KeyboardInterrupt
         return np.zeros((len(texts), 2), dtype=np.float32)
 
-    batcher = QueryBatcher(encode)
+    batcher = ServingBatcher(encode)
     results: list = []
     lead = threading.Thread(target=lambda: pytest.raises(KeyboardInterrupt, batcher.embed, "x"))
     lead.start()

@@ -1,0 +1,312 @@
+"""A soak: mixed search, answer and streamed-answer traffic from 16 clients for half an hour
+while forced ingests of the shared corpora run back to back, against one `citewise serve`.
+
+What it checks, in ``bench/results/soak.{md,json}``:
+
+* no errors: every request is answered 200 (a refusal, a 5xx or a broken stream counts);
+* p95 latency of each kind of request, per window and over the soak, against the same
+  traffic measured idle (no ingest) just before: within 2x is the target;
+* the server's resident memory sampled every few seconds, and its slope after warm-up
+  (the first fifth of the soak) by least squares, in MiB per hour: flat is the target;
+* the ingest runs that finished meanwhile (each re-reads and re-writes every document:
+  ``force``), so that searches meet document swaps committing all the time.
+
+The data folder is the scale bench's (``--copies`` copies of the five corpora of
+``../shared/corpora``; 1 by default: 18.8k chunks), ingested first from the embedding cache.
+Clients are threads on loopback; streamed answers read the whole event stream.
+
+    .venv/bin/python bench/bench_soak.py [--minutes 30] [--idle-seconds 60] [--copies 1]
+    # -> bench/results/soak.{json,md}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_scale import CORPORA, _config, _ingest, _pct, _questions, _rss  # noqa: E402
+
+from tests.live import free_port  # noqa: E402
+
+CLIENTS = 16
+# The mix of one client's requests: most people search, some ask, some watch an answer stream.
+MIX = (("search", 0.6), ("answer", 0.25), ("stream", 0.15))
+RSS_EVERY = 5.0  # seconds between memory samples
+WINDOW = 300.0  # seconds per row of the latency table
+
+
+class Traffic:
+    """``CLIENTS`` threads sending the mix until ``stop`` is set; every request recorded as
+    (when, kind, milliseconds, ok)."""
+
+    def __init__(self, url: str, questions: list[str]) -> None:
+        self.url = url
+        self.questions = questions
+        self.stop = threading.Event()
+        self.records: list[tuple[float, str, float, bool]] = []
+        self.failures: dict[str, int] = defaultdict(int)
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._client, args=(i,), daemon=True)
+                         for i in range(CLIENTS)]
+
+    def start(self) -> Traffic:
+        for t in self._threads:
+            t.start()
+        return self
+
+    def join(self) -> None:
+        self.stop.set()
+        for t in self._threads:
+            t.join(timeout=120)
+
+    def _client(self, worker: int) -> None:
+        rng = random.Random(worker)
+        kinds, weights = zip(*MIX, strict=True)
+        with httpx.Client(base_url=self.url, timeout=120) as http:
+            while not self.stop.is_set():
+                kind = rng.choices(kinds, weights)[0]
+                question = rng.choice(self.questions)
+                started = time.perf_counter()
+                ok, why = self._one(http, kind, question)
+                ms = (time.perf_counter() - started) * 1000
+                with self._lock:
+                    self.records.append((time.time(), kind, ms, ok))
+                    if not ok:
+                        self.failures[f"{kind}: {why}"] += 1
+
+    @staticmethod
+    def _one(http: httpx.Client, kind: str, question: str) -> tuple[bool, str]:
+        try:
+            if kind == "search":
+                r = http.get("/v1/search", params={"q": question, "top_k": 10})
+                return r.status_code == 200, str(r.status_code)
+            if kind == "answer":
+                r = http.post("/v1/answer", json={"question": question},
+                              headers={"Cache-Control": "no-cache"})
+                return r.status_code == 200, str(r.status_code)
+            with http.stream("POST", "/v1/answer", json={"question": question, "stream": True},
+                             headers={"Cache-Control": "no-cache"}) as r:
+                if r.status_code != 200:
+                    return False, str(r.status_code)
+                events = [line for line in r.iter_lines() if line.startswith("event:")]
+            # A stream that ends without its closing event was cut off; ``error`` is a failure.
+            last = events[-1].partition(":")[2].strip() if events else ""
+            return last == "done", f"stream ended with {last or 'nothing'}"
+        except httpx.HTTPError as e:
+            return False, type(e).__name__
+
+
+def _ingest_loop(url: str, stop: threading.Event, runs: list[dict]) -> None:
+    """Forced ingests of every source, one after the other, until ``stop``."""
+    with httpx.Client(base_url=url, timeout=60) as http:
+        while not stop.is_set():
+            started = time.time()
+            try:
+                r = http.post("/v1/ingest/jobs", json={"all": True, "force": True})
+                if r.status_code != 202:
+                    runs.append({"status": f"refused {r.status_code}", "detail": r.text[:300]})
+                    stop.wait(10)
+                    continue
+                job = r.json()
+                while not stop.is_set():
+                    job = http.get(f"/v1/ingest/jobs/{job['id']}").json()
+                    if job["status"] in ("done", "failed"):
+                        break
+                    stop.wait(2)
+            except httpx.HTTPError as e:  # reported with the runs, and tried again
+                runs.append({"status": f"request failed: {type(e).__name__}: {e}"})
+                stop.wait(10)
+                continue
+            runs.append({"status": job["status"], "seconds": round(time.time() - started, 1),
+                         "sources": len(job.get("reports") or []),
+                         "message": job.get("message")})
+
+
+def _memory(pid: int, stop: threading.Event, samples: list[tuple[float, float]]) -> None:
+    while not stop.wait(RSS_EVERY):
+        rss = _rss(pid).get("rss_mib")
+        if rss is not None:
+            samples.append((time.time(), float(rss)))
+
+
+def slope_per_hour(samples: list[tuple[float, float]]) -> float | None:
+    """Least-squares slope of (seconds, MiB) in MiB per hour."""
+    if len(samples) < 3:
+        return None
+    n = len(samples)
+    mx = sum(t for t, _ in samples) / n
+    my = sum(m for _, m in samples) / n
+    var = sum((t - mx) ** 2 for t, _ in samples)
+    if var == 0:
+        return None
+    cov = sum((t - mx) * (m - my) for t, m in samples)
+    return round(cov / var * 3600, 1)
+
+
+def _summary(records: list[tuple[float, str, float, bool]]) -> dict:
+    out: dict = {}
+    for kind, _ in MIX:
+        ms = [r[2] for r in records if r[1] == kind and r[3]]
+        out[kind] = {**_pct(ms), "errors": sum(1 for r in records if r[1] == kind and not r[3])}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--idle-seconds", type=float, default=60.0,
+                        help="the same traffic without ingest first: the latency to compare")
+    parser.add_argument("--copies", type=int, default=1)
+    parser.add_argument("--embedding-cache", type=Path,
+                        default=ROOT / "data" / "corpora" / "embeddings.db")
+    parser.add_argument("--work", type=Path, help="keep the data folder here (default: temp)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    args = parser.parse_args()
+    if not CORPORA.is_dir():
+        print(f"skipping: {CORPORA} is absent (the shared corpora)", file=sys.stderr)
+        return
+    work = args.work or Path(tempfile.mkdtemp(prefix="citewise-soak-"))
+    work.mkdir(parents=True, exist_ok=True)
+    config = _config(work, args.copies)
+    if args.embedding_cache.exists() and not (work / "data" / "embeddings.db").exists():
+        (work / "data").mkdir(exist_ok=True)
+        shutil.copyfile(args.embedding_cache, work / "data" / "embeddings.db")
+    print(f"ingesting {args.copies} copies of the corpora into {work}", file=sys.stderr)
+    ingest = _ingest(config)
+    questions = _questions(ingest.pop("questions"), 400)
+
+    port = free_port()
+    env = {**os.environ, "CITEWISE_CONFIG_FILE": str(config), "CITEWISE_LOG_LEVEL": "WARNING",
+           "CITEWISE_RATE_SEARCH_PER_MINUTE": "0", "CITEWISE_RATE_ANSWER_PER_MINUTE": "0",
+           "HF_HUB_OFFLINE": "1"}
+    citewise = Path(sys.executable).with_name("citewise")
+    server = subprocess.Popen([str(citewise), "serve", "--port", str(port)], cwd=work, env=env)
+    url = f"http://127.0.0.1:{port}"
+    load_start = os.getloadavg()
+    results: dict = {"ingest_before": ingest}
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        print(f"idle traffic for {args.idle_seconds:.0f} s", file=sys.stderr)
+        idle = Traffic(url, questions).start()
+        time.sleep(args.idle_seconds)
+        idle.join()
+        results["idle"] = _summary(idle.records)
+        results["idle_failures"] = dict(idle.failures)
+
+        print(f"soak for {args.minutes:.0f} min with ingests running", file=sys.stderr)
+        stop = threading.Event()
+        runs: list[dict] = []
+        rss: list[tuple[float, float]] = []
+        helpers = [threading.Thread(target=_ingest_loop, args=(url, stop, runs), daemon=True),
+                   threading.Thread(target=_memory, args=(server.pid, stop, rss), daemon=True)]
+        started = time.time()
+        soak = Traffic(url, questions).start()
+        for h in helpers:
+            h.start()
+        stop.wait(args.minutes * 60)
+        stop.set()
+        soak.join()
+        for h in helpers:
+            h.join(timeout=600)
+        results["soak"] = _summary(soak.records)
+        results["soak_failures"] = dict(soak.failures)
+        results["windows"] = [
+            {"from_minute": round((w - started) / 60, 1),
+             **_summary([r for r in soak.records if w <= r[0] < w + WINDOW])}
+            for w in [started + i * WINDOW for i in range(int(args.minutes * 60 // WINDOW) + 1)]
+            if any(w <= r[0] < w + WINDOW for r in soak.records)]
+        warm = started + args.minutes * 60 / 5
+        results["memory"] = {
+            "samples": len(rss),
+            "first_mib": rss[0][1] if rss else None,
+            "last_mib": rss[-1][1] if rss else None,
+            "peak_mib": max((m for _, m in rss), default=None),
+            "slope_mib_per_hour_after_warmup": slope_per_hour([s for s in rss if s[0] >= warm]),
+        }
+        results["ingest_runs"] = runs
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=120)
+    results["p95_ratio"] = {
+        kind: round(results["soak"][kind]["p95"] / results["idle"][kind]["p95"], 2)
+        for kind, _ in MIX
+        if results["soak"][kind].get("p95") and results["idle"][kind].get("p95")}
+    results["errors"] = sum(v["errors"] for v in results["soak"].values()) + \
+        sum(v["errors"] for v in results["idle"].values())
+    results["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(),
+                          "python": platform.python_version(), "load_at_start": load_start,
+                          "load_at_end": os.getloadavg()}
+    results["when"] = datetime.now(UTC).isoformat(timespec="seconds")
+    results["minutes"] = args.minutes
+    results["copies"] = args.copies
+    results["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT,
+                                       capture_output=True, text=True).stdout.strip()
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "soak.json").write_text(json.dumps(results, indent=2))
+    (args.out / "soak.md").write_text(_markdown(results))
+    print(_markdown(results))
+
+
+def _markdown(r: dict) -> str:
+    done = [x for x in r["ingest_runs"] if x["status"] == "done"]
+    mem = r["memory"]
+    lines = [f"# Soak, {r['when']}", "",
+             f"{CLIENTS} clients on loopback ({', '.join(f'{k} {w:.0%}' for k, w in MIX)}) "
+             f"for {r['minutes']:g} minutes against `citewise serve` over "
+             f"{r['ingest_before']['chunks']} chunks ({r['copies']} copies of the five shared "
+             f"corpora), while forced ingests of every source ran back to back: {len(done)} "
+             f"finished ({', '.join(str(x['seconds']) + ' s' for x in done[:6])}"
+             f"{', ...' if len(done) > 6 else ''}). First, the same traffic idle (no ingest). "
+             f"Commit `{r['commit']}`. {r['machine']['cpus']} CPUs, load average "
+             f"{r['machine']['load_at_start']} at start, {r['machine']['load_at_end']} at the "
+             "end.", "",
+             f"    .venv/bin/python bench/bench_soak.py --minutes {r['minutes']:g} "
+             f"--copies {r['copies']}", "",
+             f"**Errors: {r['errors']}**"
+             + (f" ({r['soak_failures']} {r['idle_failures']})" if r["errors"] else "") + ".",
+             "", "| Request | Idle p50 / p95 ms | Soak p50 / p95 ms | p95 soak / idle | Soak "
+             "requests |", "|---|---|---|---|---|"]
+    for kind, _ in MIX:
+        i, s = r["idle"][kind], r["soak"][kind]
+        lines.append(f"| {kind} | {i.get('p50')} / {i.get('p95')} | {s.get('p50')} / "
+                     f"{s.get('p95')} | {r['p95_ratio'].get(kind)} | {s.get('n', 0)} |")
+    lines += ["", "Per five minutes (p95 ms):", "",
+              "| From minute | " + " | ".join(k for k, _ in MIX) + " |",
+              "|---|" + "---|" * len(MIX)]
+    for w in r["windows"]:
+        lines.append(f"| {w['from_minute']} | "
+                     + " | ".join(str(w[k].get("p95")) for k, _ in MIX) + " |")
+    lines += ["", f"Server memory: {mem['first_mib']} MiB at the first sample, "
+              f"{mem['last_mib']} at the last, peak {mem['peak_mib']}; slope after warm-up "
+              f"(the first fifth) {mem['slope_mib_per_hour_after_warmup']} MiB per hour "
+              f"({mem['samples']} samples, every {RSS_EVERY:g} s).", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
