@@ -1,4 +1,5 @@
-"""``/healthz``: liveness for anyone, and for admins the state of what the service stands on.
+"""``/healthz``: liveness for anyone, and for admins the state of what the service stands on;
+``/readyz``: readiness, while a fresh server loads its parts (``api/startup.py``).
 
 The public answer is ``{"status": "ok"}`` from any process that serves HTTP, and touches
 nothing: load balancers and Kubernetes probes call it every few seconds, and a database
@@ -64,7 +65,14 @@ class Health(ResponseBody):
     """Liveness for anyone (only ``status``); the rest for admins (counts say how much
     restricted content exists)."""
 
-    status: Literal["ok", "degraded"]
+    status: Literal["starting", "ok", "degraded", "failed"] = Field(
+        description="starting: a fresh server is loading parts behind its open port (see "
+                    "`loading`; /readyz answers 503 until they are loaded); ok; degraded: a "
+                    "part is down or failed to load (see `problem`); failed: the embedding "
+                    "model failed to load and the server is stopping (exit status 1).")
+    loading: list[str] | None = Field(
+        default=None, description="While starting: the parts still loading, in order.",
+        examples=[["embedding model", "start-up checks", "parsers"]])
     problem: str | None = Field(default=None, description="What is wrong, when degraded.")
     version: str | None = None
     index: str | None = Field(default=None, description="embedded, server (a Qdrant "
@@ -81,6 +89,28 @@ class Health(ResponseBody):
     chunks: int | None = None
     points: int | None = None
     open_swaps: int | None = None
+
+
+class Ready(ResponseBody):
+    """``/readyz`` once everything is loaded."""
+
+    status: Literal["ok", "degraded"] = Field(
+        description="degraded: a part that answers do not need failed to load (/healthz says "
+                    "which, to admins); the server answers.")
+
+
+class NotReady(ResponseBody):
+    """``/readyz`` before everything is loaded: RFC 9457 problem details, plus what is
+    loading or what failed."""
+
+    type: str = Field(examples=["urn:citewise:error:starting"])
+    title: str
+    status: int = Field(examples=[503])
+    detail: str
+    hint: str | None = None
+    loading: list[str] | None = Field(default=None, description="The parts still loading.")
+    failed: dict[str, str] | None = Field(default=None,
+                                          description="The part that failed, and why.")
 
 
 def database_health(services: Services) -> dict[str, Any]:
