@@ -243,7 +243,7 @@ def create_app(
 
     @app.get("/readyz", tags=["ops"],
              summary="Readiness: 200 once a starting server has loaded everything",
-             response_model=Ready,
+             response_model=Ready, response_model_exclude_unset=True,
              responses={503: {"model": NotReady,
                               "description": "Still loading (`loading` names the parts), or "
                                              "a part failed to load (`failed`)",

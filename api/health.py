@@ -97,6 +97,9 @@ class Ready(ResponseBody):
     status: Literal["ok", "degraded"] = Field(
         description="degraded: a part that answers do not need failed to load (/healthz says "
                     "which, to admins); the server answers.")
+    loading: list[str] | None = Field(
+        default=None, description="Parts that requests do not need, still loading behind "
+                                  "(torch's model for ingest runs, the parsers).")
 
 
 class NotReady(ResponseBody):

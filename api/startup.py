@@ -9,7 +9,8 @@ first). Meanwhile:
 * ``/healthz`` (liveness) answers 200 with ``{"status": "starting", "loading": [...]}``: the
   process is alive, do not restart it;
 * ``/readyz`` (readiness) answers 503, a problem document naming what is still loading, so that
-  a load balancer sends no traffic yet; 200 once every part is loaded;
+  a load balancer sends no traffic yet; 200 once the parts requests need are loaded (the
+  others go on loading behind, named in its ``loading``);
 * a request that needs a part still loading waits for it (``StartGate``, at most
   ``WAIT_SECONDS``) rather than failing: the first answer comes as soon as it can.
 
@@ -166,12 +167,15 @@ class Startup:
             else {"status": status}
 
     def readiness(self) -> tuple[int, dict]:
-        """``/readyz``: 200 once everything is loaded (a part that failed without being fatal
-        leaves the server ready: it answers, and ``/healthz`` says what failed); 503 problem
-        details naming what is loading, or what failed, before."""
+        """``/readyz``: 200 once the parts requests need are loaded (those still loading
+        behind them named in ``loading``; a part that failed without being fatal leaves the
+        server ready: it answers, and ``/healthz`` says what failed); 503 problem details
+        naming what is loading, or what failed, before."""
         status = self.status
         if status in ("ok", "degraded"):
             return 200, {"status": status}
+        if status == "starting" and self._needed.is_set():
+            return 200, {"status": "ok", "loading": self.loading}
         if status == "starting":
             loading = self.loading
             body = problem_body(503, "starting",

@@ -170,15 +170,18 @@ def serve(obj: Context, host: str | None, port: int | None,
 
 
 def start_parts(services, log) -> list[Part]:
-    """What `citewise serve` loads behind its open port, in order: the embedding model first
-    (every search and answer needs it; nothing can be answered if it fails), then the checks
-    a crash may need (requests wait for them too), then the parsers, which only ingest runs
-    use (loaded now so that the first scheduled or API ingest does not pay their import)."""
+    """What `citewise serve` loads behind its open port, in order. Requests wait for the first
+    two: the query encoder (the model's numpy forward pass, a fraction of a second: see
+    ``DenseEncoder._encode_small``; nothing can be answered if it fails) and the checks a crash
+    may need. Then torch's model (what ingest runs embed documents with, and what questions
+    use once it is loaded; its failure stops the server too) and the parsers, which only
+    ingest runs use: loaded now so that the first scheduled or API ingest does not wait."""
     from citewise.api.startup import Part
     from citewise.ingest.parse import warm_up as warm_parsers
 
-    return [Part("embedding model", services.dense.warm_up, needed=True, fatal=True),
+    return [Part("query encoder", services.dense.warm_up_queries, needed=True, fatal=True),
             Part("start-up checks", lambda: start_checks(services, log), needed=True),
+            Part("embedding model", services.dense.warm_up, fatal=True),
             Part("parsers", warm_parsers)]
 
 
