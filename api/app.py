@@ -143,6 +143,7 @@ def create_app(
         agents = http_server(lambda: app.state.services, lambda: app.state.answering)
         app.state.mcp_app = agents.streamable_http_app(
             streamable_http_path="/", stateless_http=True, host=bind_host or "127.0.0.1")
+        app.state.startup.serving()  # the server binds next: the heavy parts may load now
         try:
             async with agents.session_manager.run():
                 yield

@@ -55,6 +55,14 @@ class Part:
     load: Callable[[], None]
     needed: bool = False
     fatal: bool = False
+    # Loaded once the port is open (``Startup.serving``): importing torch beside the server's
+    # own imports would delay the port by as long again, on two cores with one GIL.
+    after_bind: bool = False
+
+
+# How long a part loaded after the bind waits for it: a server that never says it serves (an
+# app run by another ASGI server, say) still gets it.
+BIND_WAIT_SECONDS = 30.0
 
 
 class Startup:
@@ -69,6 +77,7 @@ class Startup:
         self._failed: dict[str, str] = {}  # name -> what went wrong
         self._needed = threading.Event()  # every needed part loaded, or one failed
         self._finished = threading.Event()
+        self._serving = threading.Event()
         self._thread: threading.Thread | None = None
         self.started = time.perf_counter()
         if not any(p.needed for p in parts):
@@ -80,12 +89,18 @@ class Startup:
     def done(cls) -> Startup:
         return cls([])
 
+    def serving(self) -> None:
+        """The app is about to accept connections: the parts held for it may load now."""
+        self._serving.set()
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="citewise-startup", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         for part in self.parts:
+            if part.after_bind:
+                self._serving.wait(BIND_WAIT_SECONDS)
             began = time.perf_counter()
             try:
                 part.load()

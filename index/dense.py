@@ -73,12 +73,15 @@ def _load_model(path: Path) -> SentenceTransformer:
 
 
 _light_models: dict[Path, NumpyBert | None] = {}
+# Its own lock: a question must not wait behind torch's model loading under ``_models_lock``
+# (seconds), which is the very wait the numpy pass is there to avoid.
+_light_lock = threading.Lock()
 
 
 def _load_light(path: Path) -> NumpyBert | None:
     """The same model's forward pass in numpy (``index/bert_numpy.py``), once per process;
     None for a model it does not implement."""
-    with _models_lock:
+    with _light_lock:
         if path not in _light_models:
             from citewise.index.bert_numpy import load
 

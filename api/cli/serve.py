@@ -175,14 +175,15 @@ def start_parts(services, log) -> list[Part]:
     ``DenseEncoder._encode_small``; nothing can be answered if it fails) and the checks a crash
     may need. Then torch's model (what ingest runs embed documents with, and what questions
     use once it is loaded; its failure stops the server too) and the parsers, which only
-    ingest runs use: loaded now so that the first scheduled or API ingest does not wait."""
+    ingest runs use: loaded now so that the first scheduled or API ingest does not wait. Those
+    two wait until the port is open, so that their imports do not slow the server's own."""
     from citewise.api.startup import Part
     from citewise.ingest.parse import warm_up as warm_parsers
 
     return [Part("query encoder", services.dense.warm_up_queries, needed=True, fatal=True),
             Part("start-up checks", lambda: start_checks(services, log), needed=True),
-            Part("embedding model", services.dense.warm_up, fatal=True),
-            Part("parsers", warm_parsers)]
+            Part("embedding model", services.dense.warm_up, fatal=True, after_bind=True),
+            Part("parsers", warm_parsers, after_bind=True)]
 
 
 def start_checks(services, log) -> None:
