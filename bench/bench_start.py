@@ -185,6 +185,52 @@ def same_answers(config: Path, data_dir: Path, golden: Path) -> dict:
             "differ": differ}
 
 
+# Where a start's time goes: each step timed in a fresh interpreter of the checkout's .venv,
+# after the imports it stands on (the ``setup``), so each figure is that step's own cost.
+STEPS = (
+    ("import the CLI (`citewise.api.cli`)", "", "import citewise.api.cli"),
+    ("import the composition root (services)", "import citewise.api.cli",
+     "import citewise.api.composition"),
+    ("import the FastAPI app (routes, MCP)", "import citewise.api.composition",
+     "import citewise.api.app"),
+    ("build the services (stores, Qdrant edge open, vocabulary, ranking model)",
+     "from citewise.api.composition import build_services\n"
+     "from citewise.api.settings import Settings\n"
+     "s = Settings.load(CONFIG, data_dir=DATA)",
+     "services = build_services(s)"),
+    ("import torch", "", "import torch"),
+    ("import sentence-transformers (after torch)", "import torch", "import sentence_transformers"),
+    ("load the model into sentence-transformers (after the imports)",
+     "import sentence_transformers\nfrom citewise.index.dense import packaged_model_path",
+     "sentence_transformers.SentenceTransformer(str(packaged_model_path()), device='cpu')"),
+    ("load the numpy forward pass (`index/bert_numpy.py`) and embed a question",
+     "from citewise.index.dense import packaged_model_path\nimport numpy",
+     "from citewise.index import bert_numpy\nbert_numpy.load(packaged_model_path())"
+     ".encode(['warm up'])"),
+    ("the English word list, through spaCy (imports thinc, and torch)", "",
+     "from citewise.language import _english_words_via_spacy as f\nf()"),
+    ("the English word list, from spaCy's lookups file", "",
+     "from citewise.language import _english_words as f\nf()"),
+    ("import the parsers (unstructured) and parse two documents", "import citewise.api.cli",
+     "from citewise.ingest.parse import warm_up\nwarm_up()"),
+)
+
+
+def breakdown(checkout: Path, config: Path, data_dir: Path) -> list[dict]:
+    python = checkout / ".venv" / "bin" / "python"
+    out = []
+    for name, setup, step in STEPS:
+        code = (f"CONFIG, DATA = {str(config)!r}, {str(data_dir)!r}\n{setup}\n"
+                "import time\nt = time.perf_counter()\n"
+                f"{step}\nprint(time.perf_counter() - t)")
+        done = subprocess.run([str(python), "-c", code], cwd=checkout, capture_output=True,
+                              text=True, env=_env())
+        took = float(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else None
+        out.append({"step": name, "seconds": None if took is None else round(took, 2)})
+        print(f"  {name}: " + ("n/a" if took is None else f"{took:.2f} s"), flush=True)
+    return out
+
+
 def summary(samples: list[float]) -> dict:
     good = [s for s in samples if s == s]  # NaN: the route does not exist in that checkout
     if not good:
@@ -264,6 +310,14 @@ def write_results(result: dict) -> None:
         md.append(f"| {label} | `{r['commit']}` | {r['when']} | {r['reps']} | "
                   f"{r['load_at_start']} | {r['load_at_end']} |")
     md += ["", "Commands:", "", "```", *result["commands"], "```", ""]
+    if result.get("breakdown"):
+        b = result["breakdown"]
+        md += ["", f"Where the time goes (each step alone, in a fresh interpreter, after the "
+               f"imports it stands on; commit `{b['commit']}`, load average "
+               f"{b['load_at_start']}):", "", "| step | seconds |", "|---|---:|"]
+        md += [f"| {r['step']} | {'n/a' if r['seconds'] is None else r['seconds']} |"
+               for r in b["steps"]]
+        md.append("")
     check = result.get("answers_check")
     if check:
         md += [f"Answers unchanged: the {check['questions']} questions of "
@@ -290,7 +344,9 @@ def main() -> None:
     parser.add_argument("--config", type=Path, default=ROOT / "citewise.toml")
     parser.add_argument("--reps", type=int, default=3, help="Fresh processes per figure.")
     parser.add_argument("--no-answers-check", action="store_true",
-                        help="Skip answering the golden set with numpy's and torch's vectors.")
+                        help="Skip the breakdown of where the time goes and answering the "
+                             "golden set with numpy's and torch's vectors (both run only for "
+                             "this checkout).")
     args = parser.parse_args()
     data_dir = args.data_dir.resolve()
     if not (data_dir / "catalog.db").exists():
@@ -308,14 +364,19 @@ def main() -> None:
     commands = [c for c in previous.get("commands", []) if f"--label {args.label} " not in c]
     counts = _data_counts(data_dir)
     check = previous.get("answers_check")
+    steps = previous.get("breakdown")
     if not args.no_answers_check and args.checkout.resolve() == ROOT:
+        print("where the time goes:", flush=True)
+        steps = {"commit": commit_of(ROOT), "load_at_start": [round(x, 2)
+                                                              for x in os.getloadavg()],
+                 "steps": breakdown(ROOT, args.config.resolve(), data_dir)}
         check = same_answers(args.config.resolve(), data_dir, ROOT / "demo" / "golden-set.jsonl")
         print(f"answers: {check['same']} of {check['questions']} identical", flush=True)
     write_results({
         "machine": f"{platform.machine()}, Python {platform.python_version()}, "
                    f"{os.cpu_count()} cores",
         "data": counts, "runs": runs, "commands": [*commands, command],
-        "notes": previous.get("notes", ""), "answers_check": check,
+        "notes": previous.get("notes", ""), "answers_check": check, "breakdown": steps,
     })
     print(f"-> {OUT / 'start.md'}")
 
