@@ -124,6 +124,6 @@ def test_serve_opens_its_port_before_the_model_loads_and_exits_1_when_it_cannot(
             proc.wait()
     output = log.read_text()
     assert seen and seen <= {"starting", "failed"}, (seen, output)
-    assert "start-up: loading embedding model failed" in output
-    assert "error: the server stopped: loading embedding model failed" in output
+    assert "start-up: loading query encoder failed" in output
+    assert "error: the server stopped: loading query encoder failed" in output
     assert not (tmp_path / "data" / "server.json").exists()
