@@ -33,7 +33,7 @@ def _english_words() -> frozenset[str]:
     return frozenset(w.lower() for w in words)
 
 
-def _lookup_tables() -> dict | None:
+def _lookup_tables() -> dict[str, dict[int, list[str]]] | None:
     import importlib.util
     from pathlib import Path
 

@@ -23,6 +23,7 @@ import json
 import math
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,7 @@ _MODULES = ["sentence_transformers.models.Transformer", "sentence_transformers.m
 
 
 class NumpyBert:
-    def __init__(self, path: Path, weights: dict[str, np.ndarray], config: dict,
+    def __init__(self, path: Path, weights: dict[str, np.ndarray], config: dict[str, Any],
                  max_tokens: int) -> None:
         from tokenizers import Tokenizer
 
@@ -78,7 +79,8 @@ class NumpyBert:
             x = self._layer(x, f"encoder.layer.{n}.")
         pooled = x.mean(axis=0)
         norm = float(np.linalg.norm(pooled))
-        return pooled / max(norm, 1e-12)
+        result: np.ndarray = pooled / max(norm, 1e-12)
+        return result
 
     def _layer(self, x: np.ndarray, p: str) -> np.ndarray:
         tokens, hidden = x.shape
