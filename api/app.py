@@ -251,8 +251,9 @@ def create_app(
                               "content": {"application/problem+json": {}}}})
     def readyz(request: Request):
         """For load balancers and Kubernetes' readinessProbe: 503 (problem details naming
-        what is still loading) while a fresh server loads the embedding model and the parsers
-        behind its open port, 200 after. Liveness is ``/healthz``, which answers 200 all
+        what is still loading) while a fresh server loads what questions need behind its open
+        port (the query encoder, the start-up checks), 200 after (naming what still loads
+        behind: torch's model, the parsers). Liveness is ``/healthz``, which answers 200 all
         along. Public, like ``/healthz``, and touches nothing."""
         status, body = request.app.state.startup.readiness()
         if status == 200:

@@ -4,7 +4,7 @@ Importing torch and sentence-transformers and loading the embedding model takes 
 parsers (unstructured, spaCy) seconds more; a server that loaded them before binding its port
 left load balancers and probes with a closed port for all that time, and a restart looked like
 an outage. Here the port opens first and a thread loads the parts in order (what requests need
-first). Meanwhile:
+first; `citewise serve`'s list is ``api/cli/serve.py``'s ``start_parts``). Meanwhile:
 
 * ``/healthz`` (liveness) answers 200 with ``{"status": "starting", "loading": [...]}``: the
   process is alive, do not restart it;
@@ -48,8 +48,9 @@ NEVER_WAIT = ("/healthz", "/readyz", "/metrics", "/docs", "/openapi.json")
 
 @dataclass
 class Part:
-    """One thing loaded in the background. ``needed``: requests wait for it (the embedding
-    model); ``fatal``: the server cannot serve without it, and stops when it fails."""
+    """One thing loaded in the background. ``needed``: requests wait for it (the query encoder,
+    the start-up checks); ``fatal``: the server cannot serve without it, and stops when it
+    fails (the model)."""
 
     name: str
     load: Callable[[], None]
