@@ -266,7 +266,7 @@ def measure(checkout: Path, config: Path, data_dir: Path, reps: int) -> dict:
 
 
 ROWS = (("serve -> /healthz 200 (bound)", "serve_to_healthz"),
-        ("serve -> /readyz 200 (all loaded)", "serve_to_readyz"),
+        ("serve -> /readyz 200 (asked after the first search or answer)", "serve_to_readyz"),
         ("serve -> first `GET /v1/search` 200", "serve_to_first_search"),
         ("serve -> first `POST /v1/answer` 200 (extractive)", "serve_to_first_answer"),
         ("`citewise ask` (one-off CLI call)", "ask"),
