@@ -56,8 +56,10 @@ def free_port() -> int:
 def commit_of(checkout: Path) -> str:
     out = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
                          capture_output=True, text=True, check=True)
+    # The results this script writes do not make the code measured "uncommitted".
     dirty = subprocess.run(["git", "-C", str(checkout), "status", "--porcelain",
-                            "--untracked-files=no"], capture_output=True, text=True).stdout
+                            "--untracked-files=no", "--", ".", ":!bench/results"],
+                           capture_output=True, text=True).stdout
     return out.stdout.strip() + ("+uncommitted" if dirty.strip() else "")
 
 
