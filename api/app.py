@@ -37,7 +37,7 @@ from citewise.api.composition import (
 )
 from citewise.api.forwarded import ForwardedFor, TrustedProxies
 from citewise.api.frontdoor import FrontDoor, rule_for
-from citewise.api.health import Health, NotReady, Ready, admin_health
+from citewise.api.health import Health, Ready, admin_health
 from citewise.api.http_protocol import with_header_timeout
 from citewise.api.ingest_metrics import catalog_metrics
 from citewise.api.mcp import http_server
@@ -244,11 +244,7 @@ def create_app(
 
     @app.get("/readyz", tags=["ops"],
              summary="Readiness: 200 once a starting server has loaded everything",
-             response_model=Ready, response_model_exclude_unset=True,
-             responses={503: {"model": NotReady,
-                              "description": "Still loading (`loading` names the parts), or "
-                                             "a part failed to load (`failed`)",
-                              "content": {"application/problem+json": {}}}})
+             response_model=Ready, response_model_exclude_unset=True)
     def readyz(request: Request):
         """For load balancers and Kubernetes' readinessProbe: 503 (problem details naming
         what is still loading) while a fresh server loads what questions need behind its open

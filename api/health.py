@@ -102,20 +102,6 @@ class Ready(ResponseBody):
                                   "(torch's model for ingest runs, the parsers).")
 
 
-class NotReady(ResponseBody):
-    """``/readyz`` before everything is loaded: RFC 9457 problem details, plus what is
-    loading or what failed."""
-
-    type: str = Field(examples=["urn:citewise:error:starting"])
-    title: str
-    status: int = Field(examples=[503])
-    detail: str
-    hint: str | None = None
-    loading: list[str] | None = Field(default=None, description="The parts still loading.")
-    failed: dict[str, str] | None = Field(default=None,
-                                          description="The part that failed, and why.")
-
-
 def database_health(services: Services) -> dict[str, Any]:
     stores = services.stores
     try:
