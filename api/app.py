@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from citewise import __version__, metrics
@@ -37,7 +37,7 @@ from citewise.api.composition import (
 )
 from citewise.api.forwarded import ForwardedFor, TrustedProxies
 from citewise.api.frontdoor import FrontDoor, rule_for
-from citewise.api.health import Health, admin_health
+from citewise.api.health import Health, Ready, admin_health
 from citewise.api.http_protocol import with_header_timeout
 from citewise.api.ingest_metrics import catalog_metrics
 from citewise.api.mcp import http_server
@@ -45,6 +45,7 @@ from citewise.api.middleware import BodyLimit, send_problem
 from citewise.api.openapi import EVERY, describe_refusals, describe_security
 from citewise.api.reload import ConfigReloader
 from citewise.api.settings import ServerSettings, Settings
+from citewise.api.startup import StartGate, Startup
 from citewise.errors import CitewiseError, ConfigError
 from citewise.settings import comma_separated
 
@@ -108,11 +109,14 @@ def create_app(
     *,
     operator_token: str | None = None,
     bind_host: str | None = None,
+    startup: Startup | None = None,
 ) -> FastAPI:
     """Build the app. Pass ``services`` to share already-built ones (tests, embedding), the
     ``operator_token`` that ``citewise serve`` wrote to server.json (a fresh one if none), and
     the address the server binds (``None``: embedded in a process, like loopback): a server
-    reachable from other machines refuses to start without an identity method."""
+    reachable from other machines refuses to start without an identity method. ``startup``:
+    the parts `citewise serve` loads in the background (``api/startup.py``); without it the
+    app is ready at once."""
     owned = services is None
     settings = settings or (services.settings if services is not None else Settings())
     if settings.identity.api_keys:
@@ -139,6 +143,7 @@ def create_app(
         agents = http_server(lambda: app.state.services, lambda: app.state.answering)
         app.state.mcp_app = agents.streamable_http_app(
             streamable_http_path="/", stateless_http=True, host=bind_host or "127.0.0.1")
+        app.state.startup.serving()  # the server binds next: the heavy parts may load now
         try:
             async with agents.session_manager.run():
                 yield
@@ -162,6 +167,7 @@ def create_app(
     app.state.door = None
     app.state.answering = None
     app.state.reloader = None
+    app.state.startup = startup or Startup.done()
     _describe_front_door(app)
     app.state.operator_token = token
     if services is not None:
@@ -170,6 +176,8 @@ def create_app(
     # The last one added runs first: CORS preflights, then the front door (request id, who is
     # calling, scopes, rate limits), then the body limit, then the routes.
     server = settings.server
+    # Innermost: a request that needs a part still loading waits for it (api/startup.py).
+    app.add_middleware(StartGate, startup=lambda: app.state.startup)
     app.add_middleware(BodyLimit, max_bytes=server.max_request_bytes)
     app.add_middleware(FrontDoor)
     origins = comma_separated(server.cors_origins)
@@ -217,12 +225,36 @@ def create_app(
              response_model=Health, response_model_exclude_unset=True)
     def healthz(request: Request) -> dict:
         """Anyone gets ``status`` (the process serves; nothing else is touched, so a probe
-        never fails for an outage of the database, which requests meanwhile answer with 503);
-        admins (an admin key or group, or this machine in local mode) also get the database,
-        the vector store and the counts, which say how much restricted content exists."""
+        never fails for an outage of the database, which requests meanwhile answer with 503):
+        ``starting`` with the parts still ``loading`` while a fresh server loads them behind
+        its open port (always 200: alive; ``/readyz`` says when to send traffic), ``ok``, or
+        ``degraded`` / ``failed`` when a part failed to load. Admins (an admin key or group,
+        or this machine in local mode) also get the database, the vector store and the counts,
+        which say how much restricted content exists."""
+        startup: Startup = request.app.state.startup
         if not is_admin(request):
-            return {"status": "ok"}
-        return admin_health(request.app.state.services, request.app.state.door)
+            return startup.public()
+        health = admin_health(request.app.state.services, request.app.state.door)
+        if startup.status == "ok":
+            return health
+        # Loading, or a part failed to load: that is the state, whatever the stores say.
+        problems = [p for p in (startup.problem(), health.get("problem")) if p]
+        return {**health, **startup.public(),
+                "problem": "; ".join(problems) if problems else None}
+
+    @app.get("/readyz", tags=["ops"],
+             summary="Readiness: 200 once a starting server has loaded everything",
+             response_model=Ready, response_model_exclude_unset=True)
+    def readyz(request: Request):
+        """For load balancers and Kubernetes' readinessProbe: 503 (problem details naming
+        what is still loading) while a fresh server loads what questions need behind its open
+        port (the query encoder, the start-up checks), 200 after (naming what still loads
+        behind: torch's model, the parsers). Liveness is ``/healthz``, which answers 200 all
+        along. Public, like ``/healthz``, and touches nothing."""
+        status, body = request.app.state.startup.readiness()
+        if status == 200:
+            return body
+        return JSONResponse(body, status_code=status, media_type="application/problem+json")
 
     @app.get("/metrics", tags=["ops"], summary="Prometheus metrics (admin scope)",
              response_class=Response,

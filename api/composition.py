@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from citewise.api.answering import Answering
 from citewise.api.conversation_store import ConversationStore
 from citewise.api.conversations import Conversations
 from citewise.api.feedback_counts import StoredFeedbackCounts
@@ -80,6 +79,8 @@ from citewise.settings import CoreSettings, comma_separated, find_source
 from citewise.sqlite import SqliteDatabase
 
 if TYPE_CHECKING:
+    # The HTTP answering door imports FastAPI: the CLI's commands build services without it.
+    from citewise.api.answering import Answering
     from citewise.postgres import PostgresDatabase
 
 log = logging.getLogger("citewise")
@@ -710,6 +711,8 @@ class Door:
 def build_answering(services: Services, door: Door) -> Answering:
     """The one service every door answers through (``api/answering.py``): the services'
     answers, conversations and guardrails, and the front door's audit log for its decisions."""
+    from citewise.api.answering import Answering
+
     return Answering(services, door.audit)
 
 

@@ -1,4 +1,5 @@
-"""``/healthz``: liveness for anyone, and for admins the state of what the service stands on.
+"""``/healthz``: liveness for anyone, and for admins the state of what the service stands on;
+``/readyz``: readiness, while a fresh server loads its parts (``api/startup.py``).
 
 The public answer is ``{"status": "ok"}`` from any process that serves HTTP, and touches
 nothing: load balancers and Kubernetes probes call it every few seconds, and a database
@@ -64,7 +65,14 @@ class Health(ResponseBody):
     """Liveness for anyone (only ``status``); the rest for admins (counts say how much
     restricted content exists)."""
 
-    status: Literal["ok", "degraded"]
+    status: Literal["starting", "ok", "degraded", "failed"] = Field(
+        description="starting: a fresh server is loading parts behind its open port (see "
+                    "`loading`; /readyz answers 503 until they are loaded); ok; degraded: a "
+                    "part is down or failed to load (see `problem`); failed: the embedding "
+                    "model failed to load and the server is stopping (exit status 1).")
+    loading: list[str] | None = Field(
+        default=None, description="While starting: the parts still loading, in order.",
+        examples=[["embedding model", "start-up checks", "parsers"]])
     problem: str | None = Field(default=None, description="What is wrong, when degraded.")
     version: str | None = None
     index: str | None = Field(default=None, description="embedded, server (a Qdrant "
@@ -81,6 +89,17 @@ class Health(ResponseBody):
     chunks: int | None = None
     points: int | None = None
     open_swaps: int | None = None
+
+
+class Ready(ResponseBody):
+    """``/readyz`` once everything is loaded."""
+
+    status: Literal["ok", "degraded"] = Field(
+        description="degraded: a part that answers do not need failed to load (/healthz says "
+                    "which, to admins); the server answers.")
+    loading: list[str] | None = Field(
+        default=None, description="Parts that requests do not need, still loading behind "
+                                  "(torch's model for ingest runs, the parsers).")
 
 
 def database_health(services: Services) -> dict[str, Any]:

@@ -18,6 +18,39 @@ _lock = threading.Lock()
 
 @functools.cache
 def _english_words() -> frozenset[str]:
+    """Every form the lemmatizer's tables know. Read straight from the model package's
+    ``lookups.bin`` (spaCy's own msgpack file, the tables keyed by string hashes, the word
+    forms as values) in a fraction of a second: importing spaCy imports thinc, and thinc
+    torch, which cost a one-off `citewise ask` seconds. Loaded through spaCy when the file is
+    not where the package keeps it."""
+    tables = _lookup_tables()
+    if tables is None:
+        return _english_words_via_spacy()
+    words: set[str] = set()
+    for table in ("lemma_index", "lemma_exc"):
+        for entries in tables.get(table, {}).values():
+            words.update(entries)
+    return frozenset(w.lower() for w in words)
+
+
+def _lookup_tables() -> dict[str, dict[int, list[str]]] | None:
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec(SPACY_MODEL)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    found = sorted(Path(next(iter(spec.submodule_search_locations)))
+                   .glob("*/lemmatizer/lookups/lookups.bin"))
+    if not found:
+        return None
+    import srsly
+
+    tables = srsly.msgpack_loads(found[-1].read_bytes())
+    return tables if isinstance(tables, dict) else None
+
+
+def _english_words_via_spacy() -> frozenset[str]:
     import spacy
     from spacy.pipeline import Lemmatizer
 

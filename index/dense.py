@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # imported when a model is loaded: importing them costs secon
     from sentence_transformers import SentenceTransformer
     from tokenizers import Tokenizer
 
+    from citewise.index.bert_numpy import NumpyBert
+
 # No model hub is reachable where citewise runs; make the libraries fail fast instead of
 # retrying downloads, before they are imported.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -68,6 +70,23 @@ def _load_model(path: Path) -> SentenceTransformer:
             model = SentenceTransformer(str(path), device="cpu")
             _models[path] = model
         return model
+
+
+_light_models: dict[Path, NumpyBert | None] = {}
+# Its own lock: a question must not wait behind torch's model loading under ``_models_lock``
+# (seconds), which is the very wait the numpy pass is there to avoid.
+_light_lock = threading.Lock()
+
+
+def _load_light(path: Path) -> NumpyBert | None:
+    """The same model's forward pass in numpy (``index/bert_numpy.py``), once per process;
+    None for a model it does not implement."""
+    with _light_lock:
+        if path not in _light_models:
+            from citewise.index.bert_numpy import load
+
+            _light_models[path] = load(path)
+        return _light_models[path]
 
 
 class EmbeddingCache:
@@ -285,7 +304,7 @@ class DenseEncoder:
         # and embedding their units again was most of an answer's CPU time.
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
         self._recent_lock = threading.Lock()
-        self._serving = ServingBatcher(self._encode)
+        self._serving = ServingBatcher(self._encode_small)
 
     @property
     def model(self) -> SentenceTransformer:
@@ -317,7 +336,13 @@ class DenseEncoder:
         return dim
 
     def warm_up(self) -> None:
-        """Load the weights now rather than on the first request."""
+        """Load the weights now rather than on the first request (torch's model: what
+        documents are embedded with)."""
+        self._encode(["warm up"])
+
+    def warm_up_queries(self) -> None:
+        """Load what a question is embedded with: the numpy forward pass where it applies
+        (a fraction of a second), else the model itself."""
         self.embed_query("warm up")
 
     def adopt(self, other: DenseEncoder) -> None:
@@ -330,7 +355,7 @@ class DenseEncoder:
         self._tokenizer = other._tokenizer
         with self._recent_lock:
             self._recent.clear()
-        self._serving = ServingBatcher(self._encode)
+        self._serving = ServingBatcher(self._encode_small)
 
     def count_tokens(self, text: str) -> int:
         """Word-pieces the model sees, without the [CLS]/[SEP] markers."""
@@ -355,6 +380,20 @@ class DenseEncoder:
             return np.asarray(embed(texts), dtype=np.float32)
         return self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
                                  show_progress_bar=False)
+
+    def _encode_small(self, texts: list[str], *, questions: bool = True) -> np.ndarray:
+        """Questions and answer sentences: short, and few. Until this process has loaded the
+        model into torch (a server does, behind its open port; a one-off `citewise ask` never
+        needs to), they run through the same model's numpy forward pass, which loads in a
+        fraction of a second where importing torch and sentence-transformers takes seconds.
+        Its vectors agree with torch's to float32 rounding (about 2e-7, what torch's own
+        vectors of one text vary by between a batch and a lone call), so answers do not
+        change. Documents are always embedded by torch (``embed_documents`` with the cache)."""
+        if self.remote is None and self.model_path not in _models:
+            light = _load_light(self.model_path)
+            if light is not None:
+                return light.encode(texts)
+        return self._encode(texts, questions=questions)
 
     def _encode_batches(self, batches: list[list[str]]) -> Iterator[np.ndarray]:
         """Each batch's vectors, in order: an endpoint gets several batches at once, the local

@@ -62,16 +62,21 @@ class Context:
         names a server or a running server holds the embedded index. Closes what it opened; a
         ``CitewiseError`` inside ends the command with its message and hint."""
         from citewise.api.composition import build_services
-        from citewise.api.remote import find_server, named_server
 
+        # The remote mode's module (the HTTP client, FastAPI's security helpers) is imported
+        # only when a server is named or holds the index: a one-off local call skips it.
         services = remote = None
         try:
             if self.url:
+                from citewise.api.remote import named_server
+
                 remote = named_server(self.url)
             else:
                 try:
                     services = build_services(self.settings)
                 except IndexLockedError as e:
+                    from citewise.api.remote import find_server
+
                     remote = find_server(self.settings, e)
             yield services, remote
         except CitewiseError as e:

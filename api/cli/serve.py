@@ -8,6 +8,7 @@ import signal
 import sys
 import textwrap
 import threading
+from typing import TYPE_CHECKING
 
 import click
 
@@ -19,6 +20,9 @@ from citewise.api.cli.base import (
 )
 from citewise.api.settings import Settings
 from citewise.errors import CitewiseError, ConfigError, RunLockedError
+
+if TYPE_CHECKING:  # the CLI's other commands (and --help) do not import the server's parts
+    from citewise.api.startup import Part
 
 
 @cli.command(
@@ -70,6 +74,7 @@ def serve(obj: Context, host: str | None, port: int | None,
     from citewise.api.composition import build_services
     from citewise.api.reload import ConfigReloader
     from citewise.api.remote import remove_server_file, write_server_file
+    from citewise.api.startup import Startup
 
     settings = obj.settings
     host = host or settings.server.host
@@ -87,11 +92,16 @@ def serve(obj: Context, host: str | None, port: int | None,
         services = build_services(settings)
     except CitewiseError as e:
         fail(e)
-    try:
-        start_checks(services, log)
-    except CitewiseError as e:  # a catalog damaged past its first page, say
-        services.close()
-        fail(e)
+    # The port opens now and the heavy parts load behind it (api/startup.py): /healthz says
+    # "starting" meanwhile, /readyz 503, and requests wait for the model.
+    uvicorn_server: list[uvicorn.Server] = []
+
+    def stop_serving() -> None:  # the model cannot load: nothing can be answered
+        for server in uvicorn_server:
+            server.should_exit = True
+
+    startup = Startup(start_parts(services, log), on_fatal=stop_serving)
+    startup.start()
     operator_token = secrets.token_urlsafe(32)
 
     def reread() -> Settings:
@@ -101,7 +111,8 @@ def serve(obj: Context, host: str | None, port: int | None,
         return fresh
 
     try:
-        app = create_app(settings, services, operator_token=operator_token, bind_host=host)
+        app = create_app(settings, services, operator_token=operator_token, bind_host=host,
+                         startup=startup)
         # The config's sources, [schedule] and [[guardrails]], reloaded on SIGHUP and
         # POST /v1/admin/reload; it runs the schedule where this server runs ingests.
         reloader = ConfigReloader(services, load=reread, audit=app.state.door.audit,
@@ -134,22 +145,48 @@ def serve(obj: Context, host: str | None, port: int | None,
     stop_following = threading.Event()
     threading.Thread(target=services.index.follow_every, args=(FOLLOW_SECONDS, stop_following),
                      name="citewise-generation", daemon=True).start()
+    server = uvicorn.Server(uvicorn.Config(
+        app, host=host, port=port, log_level=settings.log_level.lower(), log_config=None,
+        **uvicorn_options(settings.server)))
+    uvicorn_server.append(server)
+    if startup.fatal_failure:  # failed before the server existed to be stopped
+        server.should_exit = True
     try:
-        uvicorn.run(app, host=host, port=port, log_level=settings.log_level.lower(),
-                    log_config=None, **uvicorn_options(settings.server))
+        server.run()
     finally:
         stop_following.set()
         services.jobs.stop()
         reloader.stop()
         remove_server_file(settings)
+        # A part may still be loading (the parsers): let it end before the index closes.
+        startup.wait_finished(10)
         services.close()
+    if startup.fatal_failure:
+        fail(CitewiseError(f"the server stopped: {startup.problem()}",
+                           hint="see the log above; check CITEWISE_EMBEDDING_MODEL_PATH (or "
+                                "CITEWISE_EMBEDDING_URL) and that the model folder is intact"))
+    if not server.started:  # the port could not be bound (uvicorn logged why)
+        sys.exit(3)
+
+
+def start_parts(services, log) -> list[Part]:
+    """What `citewise serve` loads behind its open port, in order. Requests wait for the first
+    two: the query encoder (the model's numpy forward pass, a fraction of a second: see
+    ``DenseEncoder._encode_small``; nothing can be answered if it fails) and the checks a crash
+    may need. Then torch's model (what ingest runs embed documents with, and what questions
+    use once it is loaded; its failure stops the server too) and the parsers, which only
+    ingest runs use: loaded now so that the first scheduled or API ingest does not wait. Those
+    two wait until the port is open, so that their imports do not slow the server's own."""
+    from citewise.api.startup import Part
+    from citewise.ingest.parse import warm_up as warm_parsers
+
+    return [Part("query encoder", services.dense.warm_up_queries, needed=True, fatal=True),
+            Part("start-up checks", lambda: start_checks(services, log), needed=True),
+            Part("embedding model", services.dense.warm_up, fatal=True, after_bind=True),
+            Part("parsers", warm_parsers, after_bind=True)]
 
 
 def start_checks(services, log) -> None:
-    services.dense.warm_up()
-    from citewise.ingest.parse import warm_up as warm_parser
-
-    warm_parser()  # a scheduled or API ingest does not pay the parsers' import
     # Finish what a crash left half-done, and say so loudly if the index and the catalog
     # disagree (a deleted or restored index folder): search would quietly miss documents.
     from citewise.ingest.consistency import check
