@@ -171,8 +171,9 @@ class SectionChunker:
             parts.append(_Piece(text, self.count_tokens(text), units[current[0]],
                                 line=line, end=end))
 
+        unit_tokens = self.count_many(units)
         for n, unit in enumerate(units):
-            tokens = self.count_tokens(unit)
+            tokens = unit_tokens[n]
             if current and used + tokens > budget:
                 close()
                 current, used = [], 0
