@@ -26,8 +26,19 @@ evaluation (SciFact and the golden sets, ``make eval``) only at >= 1.3x torch's 
 mean cosine >= 0.99; the verdict says which did.
 
     .venv/bin/pip install -c constraints.txt onnx==1.23.2 onnxruntime==1.31.1 onnxscript==0.7.2
-    nice -n 10 .venv/bin/python bench/bench_onnx.py [--chunks 2048] [--block 256]
+    nice -n 10 .venv/bin/python bench/bench_onnx.py [--chunks 2048] [--block 256] --work DIR
     # -> bench/results/onnx.{json,md}
+    # then, for a variant that passed both gates, its quality beside torch's (hours on 2 cores):
+    nice -n 10 .venv/bin/python bench/bench_onnx.py --work DIR --quality dyn-int8-pc \
+        [--scifact-docs 1000] [--skip-shared]
+
+The quality runs are ``make eval``'s: ``citewise eval`` over a SciFact subset (train split,
+``bench_encoders.scifact_subset``), the demo golden set, and with the shared corpora the
+shared-corpora and blind golden sets, each in a fresh data folder, once with the torch model
+and once with the variant, served on loopback by the OpenAI-compatible fake
+(``tests/fakes/openai_provider.py``) and reached through ``CITEWISE_EMBEDDING_URL`` as any
+remote model is. The variant is kept only if none of them loses more than 0.005 (nDCG@10 for
+SciFact, hit@1 for the golden sets).
 """
 
 from __future__ import annotations
@@ -231,6 +242,101 @@ def onnx_encoder(path: Path, threads: int,
     return encode
 
 
+QUALITY_LOSS = 0.005
+
+
+def serve(path: Path, threads: int,
+          tokenize: Callable[[list[str]], dict[str, np.ndarray]]) -> tuple[object, str]:
+    """The variant behind an OpenAI-compatible embeddings endpoint on loopback (a thread of
+    this process: onnxruntime computes outside the GIL)."""
+    sys.path.insert(0, str(ROOT))
+    from tests.fakes.openai_provider import OpenAIProvider
+
+    fake = OpenAIProvider(model="minilm-onnx")
+    fake.embedder = onnx_encoder(path, threads, tokenize)
+    fake.start()
+    return fake, fake.base_url
+
+
+def evaluate(name: str, url: str | None, work: Path, scifact: Path | None,
+             shared: bool) -> dict:
+    """``make eval``'s runs for one encoder, each in a data folder of its own."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_encoders import run
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CITEWISE_")}
+    if url:
+        env.update(CITEWISE_EMBEDDING_URL=url, CITEWISE_EMBEDDING_MODEL=name,
+                   CITEWISE_EMBEDDING_DIM="384", CITEWISE_EMBEDDING_CONCURRENCY="1",
+                   CITEWISE_EMBEDDING_TIMEOUT="600")
+    log, out = work / f"{name}.log", {}
+    started = time.perf_counter()
+
+    def scores(file: Path) -> dict:
+        data = json.loads(file.read_text())
+        if "beir" in data:
+            return {c["config"]: c["ndcg@10"] for c in data["beir"]["configs"]}
+        return {c["config"]: c["hit@1"] for c in data["golden_set"]["search"]}
+
+    if scifact is not None:
+        env["CITEWISE_DATA_DIR"] = str(work / name / "scifact")
+        run(["eval", str(scifact), "--split", "train", "--configs", "dense,default",
+             "--out", str(work / f"{name}-scifact.json")], env, log)
+        out["scifact_ndcg@10"] = scores(work / f"{name}-scifact.json")
+    env["CITEWISE_DATA_DIR"] = str(work / name / "demo")
+    run(["ingest", "--all"], env, log)
+    run(["eval", "--qa", "demo/golden-set.jsonl", "--configs", "default",
+         "--out", str(work / f"{name}-demo.json")], env, log)
+    out["demo_hit@1"] = scores(work / f"{name}-demo.json")
+    if shared:
+        env["CITEWISE_DATA_DIR"] = str(work / name / "corpora")
+        run(["--config", "bench/corpora.toml", "ingest", "--all"], env, log)
+        for key, golden in (("shared_hit@1", "shared-corpora"), ("blind_hit@1", "blind")):
+            run(["--config", "bench/corpora.toml", "eval", "--qa", f"bench/golden/{golden}.jsonl",
+                 "--configs", "default", "--out", str(work / f"{name}-{golden}.json")], env, log)
+            out[key] = scores(work / f"{name}-{golden}.json")
+    out["seconds"] = round(time.perf_counter() - started, 1)
+    return out
+
+
+def quality(args: argparse.Namespace, threads: int,
+            tokenize: Callable[[list[str]], dict[str, np.ndarray]]) -> None:
+    """Quality of one variant beside torch's, added to the results of the speed run."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_encoders import SCIFACT, scifact_subset
+
+    results = args.out / "onnx.json"
+    result = json.loads(results.read_text())
+    model = args.work / f"{args.quality}.onnx"
+    if not model.exists():
+        sys.exit(f"{model} is absent: run the speed measurement with --work {args.work} first")
+    scifact = None
+    if (SCIFACT / "corpus.jsonl").exists() and args.scifact_docs:
+        scifact = scifact_subset(args.work / "scifact-subset", args.scifact_docs)
+    shared = not args.skip_shared and CORPORA.is_dir()
+    load_start = load_avg()
+    server, url = serve(model, threads, tokenize)
+    try:
+        runs = {"torch": evaluate("torch", None, args.work, scifact, shared),
+                args.quality: evaluate(args.quality, url, args.work, scifact, shared)}
+    finally:
+        server.stop()  # type: ignore[attr-defined]
+    losses = {}
+    for key, base in runs["torch"].items():
+        if key != "seconds":
+            losses[key] = round(base["default"] - runs[args.quality][key]["default"], 4)
+    result["quality"] = {
+        "variant": args.quality, "runs": runs, "losses": losses,
+        "scifact_docs": args.scifact_docs if scifact else None, "shared": shared,
+        "kept": all(v <= QUALITY_LOSS for v in losses.values()) and shared and bool(scifact),
+        "load_start": load_start, "load_end": load_avg(),
+        "command": "nice -n 10 .venv/bin/python bench/bench_onnx.py " + " ".join(sys.argv[1:]),
+    }
+    results.write_text(json.dumps(result, indent=2) + "\n")
+    (args.out / "onnx.md").write_text(markdown(result))
+    print(markdown(result))
+
+
 def load_avg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
@@ -242,6 +348,13 @@ def main() -> None:
     parser.add_argument("--calibration", type=int, default=256, help="calibration chunks")
     parser.add_argument("--work", type=Path, help="keep the models here (default: temp)")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--quality", metavar="VARIANT",
+                        help="evaluate this variant (built in --work) beside torch, and add it "
+                             "to the results")
+    parser.add_argument("--scifact-docs", type=int, default=1000, metavar="N",
+                        help="SciFact subset for --quality (0: leave SciFact out)")
+    parser.add_argument("--skip-shared", action="store_true",
+                        help="--quality without the shared-corpora and blind sets")
     args = parser.parse_args()
     if not CORPORA.is_dir():
         print(f"skipping: {CORPORA} is absent (the shared corpora are the measured texts)",
@@ -264,6 +377,12 @@ def main() -> None:
                 "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
                 "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64)}
 
+    if args.quality:
+        if not args.work:
+            sys.exit("--quality needs --work: the folder the speed run built the variants in")
+        quality(args, threads, tokenize)
+        return
+
     print("chunking the shared corpora...", file=sys.stderr)
     pool = corpus_chunks()
     rng = random.Random(35)
@@ -277,6 +396,8 @@ def main() -> None:
     work = args.work or Path(tempfile.mkdtemp(prefix="citewise-onnx-"))
     work.mkdir(parents=True, exist_ok=True)
     print(f"building the variants in {work}...", file=sys.stderr)
+    # onnxruntime's quantization tools leave temporary models in the working directory.
+    os.chdir(work)
     build_started = time.perf_counter()
     paths = build_variants(work, tokenize, calibration)
     build_seconds = time.perf_counter() - build_started
@@ -397,7 +518,23 @@ def markdown(r: dict) -> str:
     lines += ["", f"Gates for a quality evaluation: ≥ {gates['speedup']}× torch's chunks/s and a "
                   f"mean cosine ≥ {gates['mean_cosine']} (chunks and questions)."]
     if r["passed_gates"]:
-        lines.append(f"Passed: {', '.join(r['passed_gates'])}: evaluated below (or pending).")
+        lines.append(f"Passed: {', '.join(r['passed_gates'])}.")
+        q = r.get("quality")
+        if q is None:
+            lines.append("**Quality not evaluated yet: no variant is adopted.**")
+        else:
+            lines += ["", f"## Quality: {q['variant']} beside torch", "",
+                      f"`{q['command']}`; load average {q['load_start']} at start, "
+                      f"{q['load_end']} at the end. SciFact: train split over a subset of "
+                      f"{q['scifact_docs']} documents (not comparable with published figures); "
+                      "golden sets: hit@1 of citewise's default search.", "",
+                      "| measure | torch | " + q["variant"] + " | loss |", "|---|---:|---:|---:|"]
+            for key, loss in q["losses"].items():
+                lines.append(f"| {key} (default) | {q['runs']['torch'][key]['default']:.4f} | "
+                             f"{q['runs'][q['variant']][key]['default']:.4f} | {loss:+.4f} |")
+            verdict = ("kept: every loss within" if q["kept"] else
+                       "not kept: a loss above, or a set not run, against")
+            lines += ["", f"**Verdict: {q['variant']} {verdict} {QUALITY_LOSS}.**"]
     else:
         lines.append("**Verdict: no variant passed both gates, so none was evaluated on SciFact "
                      "and the golden sets, and citewise keeps the torch model.**")
