@@ -114,7 +114,7 @@ class SectionChunker:
         texts = [piece_text(el) for el in elements if not is_heading(el)]
         counts = iter(self.count_many(texts))
         for i, el in enumerate(elements):
-            if is_heading(el):
+            if el.kind == "Title" and el.depth is not None:  # is_heading, spelled for mypy
                 flush()
                 if i == 0 and el.depth == 0 and el.text.strip() == title.strip():
                     continue  # the document's own H1 repeats the title: not a section
