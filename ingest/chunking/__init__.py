@@ -30,9 +30,10 @@ class DocumentChunker(Protocol):
 class Chunkers:
     """The chunker for each media type; prose for everything not claimed otherwise."""
 
-    def __init__(self, count_tokens: Callable[[str], int], max_tokens: int = 200) -> None:
+    def __init__(self, count_tokens: Callable[[str], int], max_tokens: int = 200,
+                 count_many: Callable[[list[str]], list[int]] | None = None) -> None:
         self.max_tokens = max_tokens
-        self.default: DocumentChunker = SectionChunker(count_tokens, max_tokens)
+        self.default: DocumentChunker = SectionChunker(count_tokens, max_tokens, count_many)
         self.by_media_type: dict[str, DocumentChunker] = {
             CODE_MEDIA_TYPE: CodeChunker(count_tokens, max_tokens),
         }

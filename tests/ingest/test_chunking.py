@@ -187,3 +187,17 @@ def test_markdown_with_old_mac_line_endings_parses():
     els = markdown_elements("# T\r\rtext\r```\rcode\r```\r")
     assert [(e.kind, e.text, e.line, e.end_line) for e in els[1:]] == [
         ("NarrativeText", "text", 3, 3), ("CodeSnippet", "code", 5, 5)]
+
+
+def test_counting_a_documents_elements_at_once_gives_the_same_counts_and_chunks(kb, dense):
+    """The pipeline counts a document's elements in one tokenizer call
+    (``count_tokens_many``): the same numbers as one call each, so the same chunks."""
+    texts = ["Restart the pods.", "", "kubectl -n ops rollout restart deploy/api",
+             "Ünïcödé and CamelCaseAlertName_total", "a " * 300]
+    assert dense.count_tokens_many(texts) == [dense.count_tokens(t) for t in texts]
+    assert dense.count_tokens_many([]) == []
+    doc = FolderConnector(FolderConfig(path=kb, readers=["public"])).read(
+        "runbooks/redis-failover.md")
+    one_by_one = SectionChunker(dense.count_tokens, 60).chunk("d", doc)
+    at_once = SectionChunker(dense.count_tokens, 60, dense.count_tokens_many).chunk("d", doc)
+    assert len(one_by_one) > 1 and at_once == one_by_one
