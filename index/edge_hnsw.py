@@ -11,12 +11,15 @@ at a million (bench/results/ann-1m.md). So, like the pgvector backend (``EXACT_B
   optionally int8 scalar quantization of the vectors); the engine builds it at the next
   compaction (``EdgeShard.optimize``), which the index runs when a run ends with the threshold
   crossed or a tenth of the points not yet in the graph (``needs_build``). Dense queries then
-  walk the graph with ``ef = max(ef, limit)``; a filtered query uses ACORN (the engine's
-  filtered search that also follows two-hop neighbours: without it a caller whose points link
-  mostly to points they may not read starves the walk, seen at 38k points as 1 result of 50).
-  A query the graph still leaves short of ``limit`` is asked again exactly, as pgvector does:
-  a caller who may read few points gets every one of them, and that exact pass is cheap
-  because the engine reads only their points through the ``readers`` payload index.
+  walk the graph with ``ef = max(ef, limit)``, on the int8 vectors when quantized, their
+  candidates (``oversampling`` x limit) rescored with the originals. A filter whose points
+  link mostly to points it excludes starves the walk (seen at 38k points: 1 result of 50):
+  a query the graph leaves short of ``limit`` is asked again exactly, as pgvector does; a
+  caller who may read few points then gets every one of them, and that exact pass is cheap
+  because the engine reads only their points through the ``readers`` payload index. ACORN
+  (the engine's filtered walk over two-hop neighbours) was measured and left out: at a
+  million points it found no more of the exact neighbours for callers reading a sixth or a
+  third of the points, and took 2-3x as long (bench/results/ann-1m.md).
 
 The engine accepts a changed HNSW or quantization config when a shard is loaded (it rewrites
 its stored config; measured on qdrant-edge 0.9.0), and rebuilds the segments at the next
@@ -36,9 +39,6 @@ from citewise.index.settings import IndexSettings
 NO_GRAPH = 0
 # A compaction (graph build) is due when this share of the points is outside the graph.
 UNINDEXED_SHARE = 0.10
-# ACORN applies to filters that let through at most this share of the points; callers who read
-# more walk the graph plainly (their points are well connected).
-ACORN_MAX_SELECTIVITY = 0.5
 _EXACT = qe.SearchParams(exact=True)
 
 
@@ -46,11 +46,11 @@ _EXACT = qe.SearchParams(exact=True)
 class EdgeHnswPolicy:
     """The settings of ``CITEWISE_EDGE_*`` (``index/settings.py``) as the index uses them."""
 
-    hnsw_from: int = 250_000
+    hnsw_from: int = 200_000
     m: int = 16
     ef_construct: int = 100
-    ef: int = 128
-    quantization: bool = False
+    ef: int = 1024
+    quantization: bool = True
     oversampling: float = 2.0
     # Below this many KB of vectors (a segment's, or a filter's estimated points') the engine
     # scans instead of walking the graph: Qdrant's default, ~6.7k points of 384 floats. The
@@ -90,15 +90,12 @@ class EdgeHnswPolicy:
         return (self.m if graph else NO_GRAPH, self.ef_construct, self.full_scan_kb,
                 graph and self.quantization)
 
-    def search_params(self, graph: bool, limit: int, filtered: bool) -> qe.SearchParams:
+    def search_params(self, graph: bool, limit: int) -> qe.SearchParams:
         if not graph:
             return _EXACT
         quantization = (qe.QuantizationSearchParams(rescore=True, oversampling=self.oversampling)
                         if self.quantization else None)
-        acorn = (qe.AcornSearchParams(enable=True, max_selectivity=ACORN_MAX_SELECTIVITY)
-                 if filtered else None)
-        return qe.SearchParams(hnsw_ef=max(self.ef, limit), quantization=quantization,
-                               acorn=acorn)
+        return qe.SearchParams(hnsw_ef=max(self.ef, limit), quantization=quantization)
 
     def needs_build(self, graph: bool, built: set[tuple[int, bool]], points: int,
                     indexed: int) -> bool:

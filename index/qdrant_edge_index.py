@@ -329,7 +329,7 @@ class EdgeVectorIndex:
             params = _EXACT
         else:
             engine_query = qe.Query.Nearest(list(query), using=DENSE)
-            params = self._policy.search_params(self._graph, limit, not flt.is_empty())
+            params = self._policy.search_params(self._graph, limit)
         engine_filter = _edge_filter(flt)
         request = qe.QueryRequest(limit=limit, query=engine_query, filter=engine_filter,
                                   params=params, with_payload=with_payload)

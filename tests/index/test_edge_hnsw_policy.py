@@ -25,8 +25,8 @@ from citewise.index.vector_index import ChunkPoint, IndexFilter, SparseVector
 DIM = 16
 POINTS = 3000
 FEW = 20  # points readable by group:few, fewer than a query's limit
-SMALL = EdgeHnswPolicy(hnsw_from=1000, m=16, ef_construct=64, ef=64, full_scan_kb=1,
-                       indexing_kb=1)
+SMALL = EdgeHnswPolicy(hnsw_from=1000, m=16, ef_construct=64, ef=64, quantization=False,
+                       full_scan_kb=1, indexing_kb=1)
 BELOW = replace(SMALL, hnsw_from=POINTS + 1)  # the same, with a threshold not reached
 
 
