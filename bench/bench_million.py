@@ -329,6 +329,10 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _caller_share(copies: int) -> float:
+    return sum(1 for k in range(copies) if k % GROUPS in (0, 1)) / copies
+
+
 def _markdown(r: dict) -> str:
     s1 = r["serve"]["search_one_client_ms"]
     rec = r["recall"]
@@ -344,7 +348,8 @@ def _markdown(r: dict) -> str:
         f"# citewise at a million chunks, {r['when']}", "",
         f"{r['ingest']['chunks']} chunks ({r['copies']} copies of the five shared corpora; "
         "copy k public when k mod 6 = 0, else group:team-(k mod 6); the caller reads public + "
-        f"team-1, a third of the points). Embedded index, dense search: {mode}. Commit "
+        f"team-1, {_caller_share(r['copies']):.0%} of the points). Embedded index, dense "
+        f"search: {mode}. Commit "
         f"`{r['commit']}`. Machine: {m['cpus']} CPUs, {m['platform']}, Python {m['python']}; "
         f"load average {m['load_at_start']} at start, {r['load_after_ingest']} after the "
         f"ingest, {r['load_after_build']} after the graph build, {r['load_after_search']} "
