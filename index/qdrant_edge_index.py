@@ -11,6 +11,7 @@ where it behaves in ways its stub does not spell out.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import threading
@@ -29,6 +30,7 @@ from citewise.errors import (
     IndexLockedError,
     write_failure,
 )
+from citewise.index.edge_hnsw import NO_GRAPH, EdgeHnswPolicy, exact_params
 from citewise.index.generations import is_generation
 from citewise.index.payload import INDEXED_FIELDS, ChunkPayload
 from citewise.index.vector_index import (
@@ -51,16 +53,23 @@ _SCAN_PAGE = 1000
 FLUSH_INTERVAL = 5.0  # seconds between segment flushes while writing (see _written)
 # Brute force never misses and costs ~6 ms for a caller who reads a third of 113k points; HNSW
 # saved ~5 ms of a ~37 ms search at recall@50 0.99, and its worst question lost a quarter of
-# its candidates (bench/results/ann.md, bench/bench_ann.py).
-_EXACT = qe.SearchParams(exact=True)
+# its candidates (bench/results/ann.md, bench/bench_ann.py). From a policy's ``hnsw_from``
+# points a graph is built and searched instead (index/edge_hnsw.py, bench/results/ann-1m.md).
+_EXACT = exact_params()
 
 
 class EdgeVectorIndex:
     """``VectorIndex`` over an embedded ``qdrant_edge.EdgeShard`` stored in ``path``."""
 
-    def __init__(self, path: Path, dim: int) -> None:
+    def __init__(self, path: Path, dim: int, policy: EdgeHnswPolicy | None = None) -> None:
         self._path = Path(path)
         self._dim = dim
+        self._policy = policy or EdgeHnswPolicy()
+        # Whether the shard's config asks for a graph (decided from its size at each open):
+        # dense queries then walk it, else they are exact.
+        self._graph = False
+        # Dense queries the graph left short of their limit, asked again exactly.
+        self.exact_fallbacks = 0
         # One lock serialises every shard call: it makes close() safe against calls in flight,
         # and costs nothing measurable since the engine already spreads a query over its own
         # thread pool (8 threads querying together took as long as one thread doing it all).
@@ -80,26 +89,41 @@ class EdgeVectorIndex:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def _config(self) -> qe.EdgeConfig:
+    def _config(self, graph: bool | None) -> qe.EdgeConfig:
+        """The shard's config; ``graph`` None leaves its graph and quantization as stored."""
         return qe.EdgeConfig(
             vectors={DENSE: qe.EdgeVectorParams(size=self._dim, distance=qe.Distance.Cosine)},
             # Our encoder stores BM25 term frequencies; the engine supplies the IDF at query time
             # so it stays right as the corpus changes.
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-            # No HNSW graph: every dense query is exact (``_EXACT``), and the engine's default
-            # built one at each compaction that nothing read (58 s at 113k points, see
-            # bench/results/ann.md). m=0 is Qdrant's "no graph"; shards built before load with
-            # it unchanged, and their graph is simply not rebuilt.
-            hnsw_config=qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10000),
+            # Below the policy's ``hnsw_from`` points no HNSW graph (m=0, Qdrant's "no graph"):
+            # every dense query is exact, and the engine's default built one at each compaction
+            # that nothing read (58 s at 113k points, bench/results/ann.md). From it, the
+            # policy's graph (index/edge_hnsw.py). The engine takes a changed graph or
+            # quantization config at load and rebuilds segments at the next compaction.
+            hnsw_config=None if graph is None else self._policy.hnsw_config(graph),
+            quantization_config=None if graph is None
+            else self._policy.quantization_config(graph),
+            optimizers=self._policy.optimizers(),
         )
 
     def _open_shard(self) -> qe.EdgeShard:
         path = str(self._path)
         try:
-            if (self._path / _SHARD_MARKER).exists():
-                # Passing the config makes the engine check it against the stored segments.
-                return qe.EdgeShard.load(path, self._config())
-            return qe.EdgeShard.create(path, self._config())
+            marker = self._path / _SHARD_MARKER
+            if marker.exists():
+                # Passing the config makes the engine check it against the stored segments;
+                # the graph's part as stored, until the shard's size says which it needs.
+                shard = qe.EdgeShard.load(path, self._config(None))
+                self._graph = self._policy.wants_graph(shard.info().points_count)
+                if _stored_graph(marker) == self._policy.stored_form(self._graph):
+                    return shard
+                # Another graph config (a threshold crossed, settings changed): the engine
+                # takes it at load and builds it at the next compaction (flush or reindex).
+                shard.close()
+                return qe.EdgeShard.load(path, self._config(self._graph))
+            self._graph = self._policy.wants_graph(0)
+            return qe.EdgeShard.create(path, self._config(self._graph))
         except BaseException as exc:  # the engine raises bare Exception, or panics
             if not _engine_failure(exc):
                 raise
@@ -181,6 +205,13 @@ class EdgeVectorIndex:
         go on shaping the scores anonymous callers see: reopen the shard after compacting.
         """
         with self._engine("optimize") as shard:
+            if self._graph != self._policy.wants_graph(shard.info().points_count):
+                # The threshold was crossed since the shard was opened: reopened with the
+                # config its size calls for, so that this compaction builds (or drops) the graph.
+                shard.flush()
+                shard.close()
+                self._shard = None
+                self._shard = shard = self._open_shard()
             shard.optimize()
             shard.flush()
             shard.close()
@@ -188,9 +219,29 @@ class EdgeVectorIndex:
             self._shard = self._open_shard()
         make_private(self._path)  # the compacted segments are new files
 
+    def _graph_due(self) -> bool:
+        """Whether the policy's graph is wanted and missing (or a tenth of the points are
+        outside it): ``flush`` then compacts, which builds it."""
+        with self._engine("inspect the index") as shard:
+            info = shard.info()
+        graph = self._policy.wants_graph(info.points_count)
+        return self._policy.needs_build(graph, _segment_graphs(self._path),
+                                        info.points_count, info.indexed_vectors_count)
+
+    @property
+    def searches_graph(self) -> bool:
+        """Whether dense queries walk an HNSW graph (the shard's size reached the policy's
+        ``hnsw_from`` when it was opened or last compacted), else they are exact."""
+        return self._graph
+
     # -- writes ------------------------------------------------------------------------------
 
     def flush(self) -> None:
+        """Write the segments; every run ends here. A run that leaves the shard past the
+        policy's ``hnsw_from`` without its graph (or a tenth of its points outside it) compacts
+        too, which builds the graph: minutes at a million points (bench/results/ann-1m.md)."""
+        if self._graph_due():
+            self.optimize()
         with self._engine("flush") as shard:
             shard.flush()
             self._flushed = time.monotonic()
@@ -275,14 +326,23 @@ class EdgeVectorIndex:
             engine_query = qe.Query.Nearest(
                 qe.SparseVector(query.indices, query.values), using=SPARSE
             )
+            params = _EXACT
         else:
             engine_query = qe.Query.Nearest(list(query), using=DENSE)
-        request = qe.QueryRequest(
-            limit=limit, query=engine_query, filter=_edge_filter(flt), params=_EXACT,
-            with_payload=with_payload,
-        )
+            params = self._policy.search_params(self._graph, limit)
+        engine_filter = _edge_filter(flt)
+        request = qe.QueryRequest(limit=limit, query=engine_query, filter=engine_filter,
+                                  params=params, with_payload=with_payload)
         with self._engine("search") as shard:
-            return shard.query(request)
+            hits = shard.query(request)
+            if params is _EXACT or len(hits) >= limit:
+                return hits
+            # The graph's walk ran out before the filter let ``limit`` through (or fewer points
+            # exist): asked again exactly, cheap when the filter admits few points.
+            self.exact_fallbacks += 1
+            return shard.query(qe.QueryRequest(limit=limit, query=engine_query,
+                                               filter=engine_filter, params=_EXACT,
+                                               with_payload=with_payload))
 
     def payloads(self, ids: Sequence[str]) -> dict[str, ChunkPayload]:
         if not ids:
@@ -349,16 +409,17 @@ class EdgeIndexStore:
     ``path`` (``<data dir>/qdrant``), generation ``gN`` in the folder beside it named
     ``qdrant-gN``."""
 
-    def __init__(self, path: Path, dim: int) -> None:
+    def __init__(self, path: Path, dim: int, policy: EdgeHnswPolicy | None = None) -> None:
         self.path = Path(path)
         self.dim = dim
+        self.policy = policy
 
     def folder(self, generation: str) -> Path:
         return self.path if not generation else self.path.with_name(
             f"{self.path.name}-{generation}")
 
     def open(self, generation: str) -> EdgeVectorIndex:
-        return EdgeVectorIndex(self.folder(generation), self.dim)
+        return EdgeVectorIndex(self.folder(generation), self.dim, self.policy)
 
     def drop(self, generation: str) -> bool:
         folder = self.folder(generation)
@@ -440,6 +501,35 @@ def _acquire_folder_lock(path: Path) -> IO[str]:
     handle.write(str(os.getpid()))
     handle.flush()
     return handle
+
+
+def _stored_graph(marker: Path) -> tuple[int, int, int, bool] | None:
+    """(m, ef_construct, full_scan_kb, quantized) of the config the engine stored, None if
+    unreadable."""
+    try:
+        stored = json.loads(marker.read_text())
+        hnsw = stored.get("hnsw_config") or {}
+        return (int(hnsw.get("m", -1)), int(hnsw.get("ef_construct", -1)),
+                int(hnsw.get("full_scan_threshold", -1)),
+                bool(stored.get("quantization_config")))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
+def _segment_graphs(path: Path) -> set[tuple[int, bool]]:
+    """(m, quantized) of each segment's dense HNSW index (m 0: no graph), from the engine's
+    ``segment.json`` files (its info counts an m = 0 segment's vectors as indexed)."""
+    found: set[tuple[int, bool]] = set()
+    for seg in (path / "segments").glob("*/segment.json"):
+        try:
+            dense = json.loads(seg.read_text())["config"]["vector_data"][DENSE]
+        except (OSError, ValueError, KeyError):
+            continue  # a segment being written: the next flush sees it
+        index = dense.get("index") or {}
+        if index.get("type") == "hnsw":
+            found.add((int((index.get("options") or {}).get("m", NO_GRAPH)),
+                       bool(dense.get("quantization_config"))))
+    return found
 
 
 def _hit(point: qe.ScoredPoint) -> VectorHit:

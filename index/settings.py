@@ -25,6 +25,22 @@ class IndexSettings(SettingsPart):
     qdrant_api_key: str | None = Field(default=None, description="API key for the Qdrant server.")
     qdrant_collection: str = Field(default="citewise", description="Collection on the server.")
     qdrant_timeout: float = Field(default=10.0, description="Seconds per Qdrant request.")
+    # The embedded index's HNSW policy (index/edge_hnsw.py, measured in bench/results/ann-1m.md).
+    edge_hnsw_from: int = Field(
+        default=200_000, ge=0, description="Points from which the embedded index builds an "
+        "HNSW graph (at the end of the ingest run that crosses it, or at `citewise reindex`) "
+        "and searches it; below, no graph and every dense query is exact. 0 = always a graph.")
+    edge_hnsw_m: int = Field(default=16, ge=4, description="Links per point in that graph.")
+    edge_hnsw_ef_construct: int = Field(
+        default=100, ge=4, description="Candidates per point while building the graph (more: "
+        "better recall, slower build).")
+    edge_hnsw_ef: int = Field(
+        default=1024, ge=1, description="Candidates a dense query walks in the graph (at least "
+        "its limit): more is slower and finds more of the exact neighbours.")
+    edge_quantization: Literal["none", "int8"] = Field(
+        default="int8", description="int8: the graph walk reads an int8 copy of the vectors "
+        "(a quarter of their size, built with the graph) and rescores its candidates with the "
+        "originals, as accurate as float and faster at 1M points; none: float vectors only.")
 
     blob_store: Literal["local", "s3"] = Field(
         default="local", description="local (a folder in the data dir) or s3 (any S3 API)."

@@ -45,6 +45,11 @@ SURFACE: list[tuple[str, Any, Any, Any, str, Any]] = [
     ("qdrant_collection", "citewise", "toml-qdrant_collection", "toml-qdrant_collection",
      "env-qdrant_collection", "env-qdrant_collection"),
     ("qdrant_timeout", 10.0, 11.5, 11.5, "12.5", 12.5),
+    ("edge_hnsw_from", 200_000, 1000, 1000, "0", 0),
+    ("edge_hnsw_m", 16, 24, 24, "32", 32),
+    ("edge_hnsw_ef_construct", 100, 150, 150, "200", 200),
+    ("edge_hnsw_ef", 1024, 64, 64, "256", 256),
+    ("edge_quantization", "int8", "none", "none", "int8", "int8"),
     ("blob_store", "local", "s3", "s3", "local", "local"),
     ("s3_bucket", None, "toml-s3_bucket", "toml-s3_bucket", "env-s3_bucket", "env-s3_bucket"),
     ("s3_prefix", "citewise/", "toml-s3_prefix", "toml-s3_prefix", "env-s3_prefix",
@@ -238,7 +243,7 @@ def test_every_setting_is_a_variable_and_a_key_and_nothing_else(no_settings):
     removed = {"api_keys"}
     assert sorted(n for n in values if n not in tables | removed | {"config_file"}) == \
         sorted(NAMES)
-    assert len(NAMES) == len(set(NAMES)) == 104
+    assert len(NAMES) == len(set(NAMES)) == 109
 
 
 def test_defaults(no_settings):
