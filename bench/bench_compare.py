@@ -22,18 +22,15 @@ import sqlite3
 import statistics
 import subprocess
 import sys
-import time
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
-
-import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_scale import _load, _questions  # noqa: E402
+from bench_scale import _load, _questions, wait_loaded  # noqa: E402
 
 from tests.live import free_port  # noqa: E402
 
@@ -54,13 +51,7 @@ def measure(tree: Path, work: Path, questions: list[str], seconds: float,
     url = f"http://127.0.0.1:{port}"
     headers = {"X-Citewise-Groups": "team-1"}  # public + one restricted copy
     try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
+        wait_loaded(url)
         load = os.getloadavg()[0]
         search = _load(url, 16, seconds, questions, False, headers)
         answer = _load(url, 4, seconds, questions, True, headers)

@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_scale import CORPORA, NAMES, _ingest, _pct, _questions, _rss  # noqa: E402
+from bench_scale import CORPORA, NAMES, _ingest, _pct, _questions, _rss, wait_loaded  # noqa: E402
 
 from citewise.api.settings import Settings  # noqa: E402
 from tests.live import free_port  # noqa: E402
@@ -197,13 +197,7 @@ def _serve(work: Path, config: Path, questions: list[str], env_extra: dict) -> d
     url = f"http://127.0.0.1:{port}"
     out: dict = {}
     try:
-        for _ in range(1200):
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
+        wait_loaded(url)
         out["ready_s"] = round(time.perf_counter() - started, 1)
         out["memory_after_start"] = _rss(server.pid)
         single = []

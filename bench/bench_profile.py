@@ -22,7 +22,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections import Counter
 from contextlib import closing
 from datetime import UTC, datetime
@@ -34,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_scale import NAMES, _load, _questions  # noqa: E402
+from bench_scale import NAMES, _load, _questions, wait_loaded  # noqa: E402
 
 from tests.live import free_port  # noqa: E402
 
@@ -151,13 +150,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     load_start = os.getloadavg()
     try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
+        wait_loaded(url)
         headers = {"X-Citewise-Groups": "team-1"}
         with httpx.Client(base_url=url, timeout=60, headers=headers) as http:
             for q in questions[:20]:  # warm: the first calls load lazily built parts

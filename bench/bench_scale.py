@@ -102,6 +102,22 @@ def _questions(headings: list[str], n: int) -> list[str]:
     return [rng.choice(forms).format(h.split(" > ")[-1].lower()) for h in picked]
 
 
+def wait_loaded(url: str, seconds: float = 600.0) -> None:
+    """Until the server has loaded everything: ``/healthz`` answers and no longer says
+    ``starting`` (a server binds its port first and loads its parts behind it; measuring
+    meanwhile would measure its start-up). A checkout older than that says ``ok`` at once."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            r = httpx.get(f"{url}/healthz", timeout=2)
+            if r.status_code == 200 and r.json().get("status") != "starting":
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise SystemExit(f"the server at {url} did not finish starting in {seconds:.0f} s")
+
+
 def _rss(pid: int) -> dict:
     fields = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -187,12 +203,7 @@ def main() -> None:
     server = subprocess.Popen([str(citewise), "serve", "--port", str(port)], cwd=work, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
+        wait_loaded(url)
         results: dict = {"ingest": ingest, "memory": {"after_start": _rss(server.pid)}}
         headers = {"X-Citewise-Groups": "team-1"}  # public + one restricted copy
         single = []

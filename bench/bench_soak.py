@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_scale import CORPORA, _config, _ingest, _pct, _questions, _rss  # noqa: E402
+from bench_scale import CORPORA, _config, _ingest, _pct, _questions, _rss, wait_loaded  # noqa: E402
 
 from tests.live import free_port  # noqa: E402
 
@@ -204,13 +204,7 @@ def main() -> None:
     load_start = os.getloadavg()
     results: dict = {"ingest_before": ingest}
     try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
+        wait_loaded(url)
         print(f"idle traffic for {args.idle_seconds:.0f} s", file=sys.stderr)
         idle = Traffic(url, questions).start()
         time.sleep(args.idle_seconds)

@@ -165,19 +165,18 @@ RECENT_VECTORS = 20_000
 
 
 class ServingBatcher:
-    """Runs the model for everything serving asks of it, one call at a time, batching what
-    arrives meanwhile: question vectors, and the throwaway texts an extractive answer weighs
-    (its steps and sentences).
+    """Embeds the questions that arrive while the model is busy as one call.
 
     No caller waits for company: the first runs the model at once with whatever is pending
     (only itself, when the server is quiet). Callers that arrive meanwhile queue up, and when
     the running call ends, one of them runs the next for all of them. One model call at a time
     is also what two cores want: the model already uses both, and concurrent calls only fight
     over them. Measured on this kind of machine under load, one query took 102 ms, four in one
-    batch 109 ms, eight 149 ms; four clients asking for answers at once had each answer's
-    texts embedded in its own call, all at the same time, before they shared this one
-    (bench/results/profile-*.md). Ingest does not come here: its batches are long, and a
-    question must not wait behind one.
+    batch 109 ms, eight 149 ms. A caller may bring several texts (``embed_many``). The texts
+    an extractive answer weighs were tried here too: four clients asking for answers at 113k
+    chunks got 10.3 and 10.8 answers/s done with them, 10.9 and 15.3 with each answer's texts
+    embedded in its own call (bench/bench_compare.py, turn about, 2026-12-06), so they stay
+    out.
     """
 
     MAX_TEXTS = 64  # texts per model call (a caller with more gets a call of its own)
@@ -407,9 +406,14 @@ class DenseEncoder:
                 return light.encode(texts)
         return self._encode(texts, questions=questions)
 
-    def _encode_batches(self, batches: list[list[str]]) -> Iterator[np.ndarray]:
+    def _encode_batches(self, batches: list[list[str]], *,
+                        small: bool = False) -> Iterator[np.ndarray]:
         """Each batch's vectors, in order: an endpoint gets several batches at once, the local
-        model one after the other (it already uses every core)."""
+        model one after the other (it already uses every core). ``small``: an answer's
+        throwaway texts, which go the way questions do (``_encode_small``)."""
+        if small and self.remote is None:
+            yield from (self._encode_small(b, questions=False) for b in batches)
+            return
         if self.remote is None or self.remote.concurrency <= 1 or len(batches) == 1:
             yield from (self._encode(b) for b in batches)
             return
@@ -451,22 +455,15 @@ class DenseEncoder:
         if cached and on_progress:
             on_progress(len(texts) - len(todo))
         fresh: dict[str, np.ndarray] = {}
-        if todo and not use_cache and self.remote is None:
-            # An answer's throwaway texts: the serving lane, with other answers' and the
-            # questions' (``ServingBatcher``).
-            order = list(todo)
-            vectors = self._serving.embed_many([todo[k] for k in order])
-            fresh = dict(zip(order, vectors, strict=True))
-            self.embedded_count += len(order)
-            self._remember(fresh)
-        elif todo:
+        if todo:
             # Sort by length so each batch pads to similar lengths: the model's cost is
             # quadratic in the longest sequence of the batch.
             order = sorted(todo, key=lambda k: len(todo[k]))
             batches = [order[i : i + self.batch_size]
                        for i in range(0, len(order), self.batch_size)]
             for batch, vecs in zip(batches, self._encode_batches(
-                    [[todo[k] for k in b] for b in batches]), strict=True):
+                    [[todo[k] for k in b] for b in batches], small=not use_cache),
+                    strict=True):
                 for k, v in zip(batch, vecs, strict=True):
                     fresh[k] = v.astype(np.float32)
                 self.embedded_count += len(batch)
