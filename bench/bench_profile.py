@@ -42,9 +42,9 @@ from tests.live import free_port  # noqa: E402
 # first so that, say, torch under the query embedder counts as the model, not as search.
 BUCKETS: list[tuple[str, tuple[str, ...]]] = [
     ("query embedding: the model (torch, tokenizer)",
-     ("torch/", "sentence_transformers/", "transformers/", "tokenizers")),
-    ("engine query (qdrant-edge)", ("shard.query", "query (index/qdrant_edge_index.py",
-                                     "search (index/qdrant_edge_index.py")),
+     ("torch/", "sentence_transformers/", "transformers/", "tokenizers", "index/bert_numpy.py")),
+    ("engine query (qdrant-edge)", ("shard.query", "(index/qdrant_edge_index.py",
+                                     "(index/edge_hnsw.py")),
     ("catalog reads (SQLite)", ("sqlite_catalog.py", "index/catalog.py", "sqlite3",
                                 "postgres_catalog.py")),
     ("hit payloads to results (pydantic)", ("index/payload.py", "from_hit (")),
@@ -168,7 +168,11 @@ def main() -> None:
     results["machine"] = {"cpus": os.cpu_count(), "load_at_start": load_start,
                           "load_at_end": os.getloadavg()}
     results["when"] = datetime.now(UTC).isoformat(timespec="seconds")
-    results["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT,
+    # The server's checkout: the one whose virtual environment runs this script (a profile of
+    # an older commit runs this script with that checkout's interpreter).
+    checkout = Path(sys.executable).absolute().parents[2] if (
+        Path(sys.executable).parent.parent / "pyvenv.cfg").exists() else ROOT
+    results["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=checkout,
                                        capture_output=True, text=True).stdout.strip()
     results["corpora"] = NAMES
     (args.out / f"profile{suffix}.json").write_text(json.dumps(results, indent=2))
