@@ -33,12 +33,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import profile_summary  # noqa: E402
 from bench_scale import NAMES, _load, _questions, wait_loaded  # noqa: E402
 
 from tests.live import free_port  # noqa: E402
 
-# (bucket, substrings of a frame): a sample goes to the first bucket, in this order, that one
-# of its frames matches, searching from the innermost frame outwards. Library buckets come
+# (bucket, substrings of a frame, named as ``profile_summary.frame_name`` names it: ``function
+# (path)``): a sample goes to the first bucket, in this order, that one of its frames matches,
+# searching from the innermost frame outwards. Library buckets come
 # first so that, say, torch under the query embedder counts as the model, not as search.
 BUCKETS: list[tuple[str, tuple[str, ...]]] = [
     ("query embedding: the model (torch, tokenizer)",
@@ -74,26 +76,12 @@ def bucket_of(frames: list[str]) -> str:
 
 def summarise(raw: Path) -> dict:
     """Bucket shares, and the top functions by own and total samples, from py-spy's raw
-    output (one ``frame;frame;... count`` line per distinct stack)."""
+    output (``profile_summary``'s reading of it)."""
+    lines = raw.read_text().splitlines()
+    samples, own, total = profile_summary.summarise(lines)
     buckets: Counter[str] = Counter()
-    own: Counter[str] = Counter()
-    total: Counter[str] = Counter()
-    samples = 0
-    for line in raw.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        n = int(count)
-        frames = stack.split(";")
-        # The thread name py-spy may put first is not a frame.
-        frames = [f for f in frames if "(" in f]
-        if not frames:
-            continue
-        samples += n
+    for frames, n in profile_summary.stacks(lines):
         buckets[bucket_of(frames)] += n
-        own[frames[-1]] += n
-        for f in set(frames):
-            total[f] += n
 
     def share(c: Counter[str], k: int) -> list[dict]:
         return [{"frame": f, "samples": n, "share": round(n / samples, 4)}

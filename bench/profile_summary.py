@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import re
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 _FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^)]*?)(?::\d+)?\)$")
@@ -34,20 +35,24 @@ def frame_name(frame: str) -> str:
     return f"{m['func']} ({file})"
 
 
-def summarise(lines: list[str]) -> tuple[int, Counter[str], Counter[str]]:
-    total = 0
-    own: Counter[str] = Counter()
-    inclusive: Counter[str] = Counter()
+def stacks(lines: list[str]) -> Iterator[tuple[list[str], int]]:
+    """Each stack's frames (outermost first, named by ``frame_name``) and its sample count."""
     for line in lines:
         stack, _, count = line.rstrip().rpartition(" ")
         if not stack or not count.isdigit():
             continue
-        n = int(count)
         frames = [frame_name(f) for f in stack.split(";")]
         # py-spy starts each stack with the thread ("process ... / thread ..."): not a function.
         frames = [f for f in frames if not f.startswith(("process ", "thread "))]
-        if not frames:
-            continue
+        if frames:
+            yield frames, int(count)
+
+
+def summarise(lines: list[str]) -> tuple[int, Counter[str], Counter[str]]:
+    total = 0
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    for frames, n in stacks(lines):
         total += n
         own[frames[-1]] += n
         for f in set(frames):
