@@ -30,9 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_scale import _load, _questions, wait_loaded  # noqa: E402
-
-from tests.live import free_port  # noqa: E402
+from bench_scale import _load, _questions, start_server, wait_loaded  # noqa: E402
 
 
 def _commit(tree: Path) -> str:
@@ -42,13 +40,8 @@ def _commit(tree: Path) -> str:
 
 def measure(tree: Path, work: Path, questions: list[str], seconds: float,
             env_extra: dict[str, str]) -> dict:
-    port = free_port()
-    env = {**os.environ, "CITEWISE_CONFIG_FILE": str(work / "citewise.toml"),
-           "CITEWISE_LOG_LEVEL": "WARNING", "CITEWISE_RATE_SEARCH_PER_MINUTE": "0",
-           "CITEWISE_RATE_ANSWER_PER_MINUTE": "0", "HF_HUB_OFFLINE": "1", **env_extra}
-    server = subprocess.Popen([str(tree / ".venv" / "bin" / "citewise"), "serve", "--port",
-                               str(port)], cwd=work, env=env, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
+    server, url = start_server(work / "citewise.toml", work, checkout=tree, env=env_extra,
+                               stderr=subprocess.DEVNULL)
     headers = {"X-Citewise-Groups": "team-1"}  # public + one restricted copy
     try:
         wait_loaded(url)

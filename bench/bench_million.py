@@ -43,7 +43,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,10 +53,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_scale import CORPORA, NAMES, _ingest, _pct, _questions, _rss, wait_loaded  # noqa: E402
+from bench_scale import (  # noqa: E402
+    CORPORA,
+    NAMES,
+    _ingest,
+    _pct,
+    _questions,
+    _rss,
+    prepare,
+    start_server,
+    wait_loaded,
+)
 
 from citewise.api.settings import Settings  # noqa: E402
-from tests.live import free_port  # noqa: E402
 
 CHUNKS_PER_COPY = 18_980  # the five corpora's chunks (bench/results/ann-1m.json: real_vectors)
 GROUPS = 6
@@ -187,14 +195,8 @@ def _recall(config: Path, questions: list[str]) -> dict:
 
 
 def _serve(work: Path, config: Path, questions: list[str], env_extra: dict) -> dict:
-    port = free_port()
-    env = {**os.environ, **env_extra, "CITEWISE_CONFIG_FILE": str(config),
-           "CITEWISE_LOG_LEVEL": "WARNING", "CITEWISE_RATE_SEARCH_PER_MINUTE": "0",
-           "CITEWISE_RATE_ANSWER_PER_MINUTE": "0", "HF_HUB_OFFLINE": "1"}
-    citewise = Path(sys.executable).with_name("citewise")
     started = time.perf_counter()
-    server = subprocess.Popen([str(citewise), "serve", "--port", str(port)], cwd=work, env=env)
-    url = f"http://127.0.0.1:{port}"
+    server, url = start_server(config, work, env=env_extra)
     out: dict = {}
     try:
         wait_loaded(url)
@@ -258,14 +260,7 @@ def main() -> None:
     copies = max(1, round(args.chunks / CHUNKS_PER_COPY)) if args.chunks else args.copies
     run_started = time.perf_counter()
     load_start = [round(x, 2) for x in os.getloadavg()]
-    work = args.work or Path(tempfile.mkdtemp(prefix="citewise-million-"))
-    work.mkdir(parents=True, exist_ok=True)
-    config = _config(work, copies)
-    if not (work / "data" / "embeddings.db").exists():
-        # Private, as citewise makes its data folder (else the server warns at start).
-        (work / "data").mkdir(mode=0o700, exist_ok=True)
-        shutil.copyfile(args.embedding_cache, work / "data" / "embeddings.db")
-        (work / "data" / "embeddings.db").chmod(0o600)
+    work, config = prepare(args.work, copies, args.embedding_cache, "citewise-million-")
     served = _served_env(args)
     results: dict = {"when": datetime.now(UTC).isoformat(timespec="seconds"),
                      "copies": copies, "served_env": served}

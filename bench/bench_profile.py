@@ -34,9 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import profile_summary  # noqa: E402
-from bench_scale import NAMES, _load, _questions, wait_loaded  # noqa: E402
-
-from tests.live import free_port  # noqa: E402
+from bench_scale import NAMES, _load, _questions, start_server, wait_loaded  # noqa: E402
 
 # (bucket, substrings of a frame, named as ``profile_summary.frame_name`` names it: ``function
 # (path)``): a sample goes to the first bucket, in this order, that one of its frames matches,
@@ -126,14 +124,7 @@ def main() -> None:
             "SELECT DISTINCT heading FROM chunks WHERE length(heading) > 12 LIMIT 4000")]
     questions = _questions(headings, 400)
 
-    port = free_port()
-    env = {**os.environ, "CITEWISE_CONFIG_FILE": str(config), "CITEWISE_LOG_LEVEL": "WARNING",
-           "CITEWISE_RATE_SEARCH_PER_MINUTE": "0", "CITEWISE_RATE_ANSWER_PER_MINUTE": "0",
-           "HF_HUB_OFFLINE": "1"}
-    citewise = Path(sys.executable).with_name("citewise")
-    server = subprocess.Popen([str(citewise), "serve", "--port", str(port)], cwd=args.work,
-                              env=env)
-    url = f"http://127.0.0.1:{port}"
+    server, url = start_server(config, args.work)
     suffix = f"-{args.label}" if args.label else ""
     args.out.mkdir(parents=True, exist_ok=True)
     load_start = os.getloadavg()

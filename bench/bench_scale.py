@@ -45,6 +45,7 @@ import time
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -100,6 +101,38 @@ def _questions(headings: list[str], n: int) -> list[str]:
     picked = rng.sample(headings, min(n, len(headings)))
     forms = ["how do I {}", "what to do about {}", "{}", "where is {} documented"]
     return [rng.choice(forms).format(h.split(" > ")[-1].lower()) for h in picked]
+
+
+def prepare(work: Path | None, copies: int, embedding_cache: Path,
+            prefix: str) -> tuple[Path, Path]:
+    """The data folder (``work``, or a new temporary one) and its config for ``copies`` copies
+    of the corpora, with ``embedding_cache`` copied in when it holds no cache yet (private, as
+    citewise makes its data folder)."""
+    folder = work or Path(tempfile.mkdtemp(prefix=prefix))
+    folder.mkdir(parents=True, exist_ok=True)
+    config = _config(folder, copies)
+    if embedding_cache.exists() and not (folder / "data" / "embeddings.db").exists():
+        (folder / "data").mkdir(mode=0o700, exist_ok=True)
+        shutil.copyfile(embedding_cache, folder / "data" / "embeddings.db")
+        (folder / "data" / "embeddings.db").chmod(0o600)
+    return folder, config
+
+
+def start_server(config: Path, work: Path, *, checkout: Path | None = None,
+                 env: dict[str, str] | None = None,
+                 **popen: Any) -> tuple[subprocess.Popen[bytes], str]:
+    """`citewise serve` on a free loopback port over ``work`` (from ``checkout``'s virtual
+    environment, else this interpreter's), with quiet logs and no rate limits: the server
+    every benchmark measures, and its URL. Wait for it with ``wait_loaded``."""
+    port = free_port()
+    citewise = (checkout / ".venv" / "bin" / "citewise" if checkout
+                else Path(sys.executable).with_name("citewise"))
+    settings = {**os.environ, "CITEWISE_CONFIG_FILE": str(config),
+                "CITEWISE_LOG_LEVEL": "WARNING", "CITEWISE_RATE_SEARCH_PER_MINUTE": "0",
+                "CITEWISE_RATE_ANSWER_PER_MINUTE": "0", "HF_HUB_OFFLINE": "1", **(env or {})}
+    server = subprocess.Popen([str(citewise), "serve", "--port", str(port)], cwd=work,
+                              env=settings, **popen)
+    return server, f"http://127.0.0.1:{port}"
 
 
 def wait_loaded(url: str, seconds: float = 600.0) -> None:
@@ -184,24 +217,13 @@ def main() -> None:
     if not CORPORA.is_dir():
         print(f"skipping: {CORPORA} is absent (the shared corpora)", file=sys.stderr)
         return
-    work = args.work or Path(tempfile.mkdtemp(prefix="citewise-scale-"))
-    work.mkdir(parents=True, exist_ok=True)
-    config = _config(work, args.copies)
-    if args.embedding_cache.exists() and not (work / "data" / "embeddings.db").exists():
-        (work / "data").mkdir(exist_ok=True)
-        shutil.copyfile(args.embedding_cache, work / "data" / "embeddings.db")
+    work, config = prepare(args.work, args.copies, args.embedding_cache, "citewise-scale-")
     load_start = os.getloadavg()
     print(f"ingesting {args.copies} copies of the corpora into {work}", file=sys.stderr)
     ingest = _ingest(config)
     questions = _questions(ingest.pop("questions"), 400)
 
-    port = free_port()
-    env = {**os.environ, "CITEWISE_CONFIG_FILE": str(config), "CITEWISE_LOG_LEVEL": "WARNING",
-           "CITEWISE_RATE_SEARCH_PER_MINUTE": "0",
-           "CITEWISE_RATE_ANSWER_PER_MINUTE": "0", "HF_HUB_OFFLINE": "1"}
-    citewise = Path(sys.executable).with_name("citewise")
-    server = subprocess.Popen([str(citewise), "serve", "--port", str(port)], cwd=work, env=env)
-    url = f"http://127.0.0.1:{port}"
+    server, url = start_server(config, work)
     try:
         wait_loaded(url)
         results: dict = {"ingest": ingest, "memory": {"after_start": _rss(server.pid)}}

@@ -26,11 +26,9 @@ import json
 import os
 import platform
 import random
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -43,9 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_scale import CORPORA, _config, _ingest, _pct, _questions, _rss, wait_loaded  # noqa: E402
-
-from tests.live import free_port  # noqa: E402
+from bench_scale import CORPORA, _ingest, _pct, _questions, _rss, prepare, start_server, wait_loaded  # noqa: E402
 
 CLIENTS = 16
 # The mix of one client's requests: most people search, some ask, some watch an answer stream.
@@ -184,23 +180,12 @@ def main() -> None:
     if not CORPORA.is_dir():
         print(f"skipping: {CORPORA} is absent (the shared corpora)", file=sys.stderr)
         return
-    work = args.work or Path(tempfile.mkdtemp(prefix="citewise-soak-"))
-    work.mkdir(parents=True, exist_ok=True)
-    config = _config(work, args.copies)
-    if args.embedding_cache.exists() and not (work / "data" / "embeddings.db").exists():
-        (work / "data").mkdir(exist_ok=True)
-        shutil.copyfile(args.embedding_cache, work / "data" / "embeddings.db")
+    work, config = prepare(args.work, args.copies, args.embedding_cache, "citewise-soak-")
     print(f"ingesting {args.copies} copies of the corpora into {work}", file=sys.stderr)
     ingest = _ingest(config)
     questions = _questions(ingest.pop("questions"), 400)
 
-    port = free_port()
-    env = {**os.environ, "CITEWISE_CONFIG_FILE": str(config), "CITEWISE_LOG_LEVEL": "WARNING",
-           "CITEWISE_RATE_SEARCH_PER_MINUTE": "0", "CITEWISE_RATE_ANSWER_PER_MINUTE": "0",
-           "HF_HUB_OFFLINE": "1"}
-    citewise = Path(sys.executable).with_name("citewise")
-    server = subprocess.Popen([str(citewise), "serve", "--port", str(port)], cwd=work, env=env)
-    url = f"http://127.0.0.1:{port}"
+    server, url = start_server(config, work)
     load_start = os.getloadavg()
     results: dict = {"ingest_before": ingest}
     try:
