@@ -152,8 +152,9 @@ class Replica(Process):
         self.url = f"http://127.0.0.1:{self.port}"
 
     def wait_healthy(self, timeout: float = 240.0) -> dict:
-        """``/healthz`` once it answers 200 (the body it answers); a ``ClusterError`` with the
-        log if the process exits or stays silent for ``timeout`` seconds."""
+        """``/healthz`` once it answers 200 and has loaded its parts (no longer ``starting``:
+        ``api/startup.py``; the body it answers); a ``ClusterError`` with the log if the process
+        exits or stays silent for ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.alive:
@@ -161,7 +162,7 @@ class Replica(Process):
                                    f"{self.output()}")
             try:
                 resp = httpx.get(f"{self.url}/healthz", timeout=3)
-                if resp.status_code == 200:
+                if resp.status_code == 200 and resp.json().get("status") != "starting":
                     return resp.json()
             except httpx.HTTPError:
                 pass

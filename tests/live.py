@@ -23,7 +23,8 @@ def free_port() -> int:
 
 def wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float = 180.0) -> dict:
     """``/healthz`` of a ``citewise serve`` started as ``proc`` (its output in ``log``), once it
-    answers; the test fails with that output if it exits or stays silent for ``timeout``."""
+    answers and has loaded its parts (no longer ``starting``: ``api/startup.py``); the test
+    fails with that output if it exits or stays silent for ``timeout``."""
     import pytest  # here: the benchmarks import this module without the test extra
 
     deadline = time.monotonic() + timeout
@@ -32,7 +33,7 @@ def wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float = 1
             pytest.fail(f"the server exited with {proc.returncode}:\n{log.read_text()}")
         try:
             resp = httpx.get(f"{url}/healthz", timeout=2)
-            if resp.status_code == 200:
+            if resp.status_code == 200 and resp.json().get("status") != "starting":
                 return resp.json()
         except httpx.HTTPError:
             pass
