@@ -103,6 +103,15 @@ def _questions(headings: list[str], n: int) -> list[str]:
     return [rng.choice(forms).format(h.split(" > ")[-1].lower()) for h in picked]
 
 
+def corpora_arguments(parser: argparse.ArgumentParser, copies: int) -> None:
+    """The options every benchmark over copies of the shared corpora takes."""
+    parser.add_argument("--copies", type=int, default=copies)
+    parser.add_argument("--embedding-cache", type=Path,
+                        default=ROOT / "data" / "corpora" / "embeddings.db")
+    parser.add_argument("--work", type=Path, help="keep the data folder here (default: temp)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+
+
 def prepare(work: Path | None, copies: int, embedding_cache: Path,
             prefix: str) -> tuple[Path, Path]:
     """The data folder (``work``, or a new temporary one) and its config for ``copies`` copies
@@ -207,12 +216,8 @@ def _load(url: str, clients: int, seconds: float, questions: list[str], answer: 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--copies", type=int, default=6)
+    corpora_arguments(parser, copies=6)
     parser.add_argument("--seconds", type=float, default=30.0)
-    parser.add_argument("--embedding-cache", type=Path,
-                        default=ROOT / "data" / "corpora" / "embeddings.db")
-    parser.add_argument("--work", type=Path, help="keep the data folder here (default: temp)")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
     if not CORPORA.is_dir():
         print(f"skipping: {CORPORA} is absent (the shared corpora)", file=sys.stderr)

@@ -41,7 +41,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_scale import CORPORA, _ingest, _pct, _questions, _rss, prepare, start_server, wait_loaded  # noqa: E402
+from bench_scale import (  # noqa: E402
+    CORPORA,
+    _ingest,
+    _pct,
+    _questions,
+    _rss,
+    corpora_arguments,
+    prepare,
+    start_server,
+    wait_loaded,
+)
 
 CLIENTS = 16
 # The mix of one client's requests: most people search, some ask, some watch an answer stream.
@@ -171,11 +181,7 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--idle-seconds", type=float, default=60.0,
                         help="the same traffic without ingest first: the latency to compare")
-    parser.add_argument("--copies", type=int, default=1)
-    parser.add_argument("--embedding-cache", type=Path,
-                        default=ROOT / "data" / "corpora" / "embeddings.db")
-    parser.add_argument("--work", type=Path, help="keep the data folder here (default: temp)")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    corpora_arguments(parser, copies=1)
     args = parser.parse_args()
     if not CORPORA.is_dir():
         print(f"skipping: {CORPORA} is absent (the shared corpora)", file=sys.stderr)
