@@ -65,6 +65,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting for the head's server only (repeatable)")
+    parser.add_argument("--base-env", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting for the base's server only (repeatable): with --base "
+                        "and --head the same checkout, two settings are compared")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
     with closing(sqlite3.connect(args.work / "data" / "catalog.db")) as db:
@@ -72,22 +75,25 @@ def main() -> None:
             "SELECT DISTINCT heading FROM chunks WHERE length(heading) > 12 LIMIT 4000")]
     questions = _questions(headings, 400)
     head_env = dict(kv.split("=", 1) for kv in args.env)
+    base_env = dict(kv.split("=", 1) for kv in args.base_env)
     rounds = []
     for i in range(args.rounds):
-        for name, tree, extra in (("base", args.base, {}), ("head", args.head, head_env)):
+        for name, tree, extra in (("base", args.base, base_env), ("head", args.head, head_env)):
             r = measure(tree, args.work, questions, args.seconds, extra)
             rounds.append({"round": i + 1, "which": name, **r})
             print(f"round {i + 1} {name}: {r['search']['per_second']} searches/s, "
                   f"{r['answer']['per_second']} answers/s (load {r['load']})", file=sys.stderr)
     result = {"label": args.label, "base": _commit(args.base), "head": _commit(args.head),
-              "head_env": head_env, "seconds": args.seconds, "rounds": rounds,
+              "head_env": head_env, "base_env": base_env, "seconds": args.seconds, "rounds": rounds,
               "cpus": os.cpu_count(), "work": str(args.work),
               "when": datetime.now(UTC).isoformat(timespec="seconds")}
     for which in ("base", "head"):
         mine = [r for r in rounds if r["which"] == which]
         result[which + "_median"] = {
-            "searches_per_second": statistics.median(r["search"]["per_second"] for r in mine),
-            "answers_per_second": statistics.median(r["answer"]["per_second"] for r in mine)}
+            "searches_per_second": round(statistics.median(
+                r["search"]["per_second"] for r in mine), 1),
+            "answers_per_second": round(statistics.median(
+                r["answer"]["per_second"] for r in mine), 1)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"compare-{args.label}.json").write_text(json.dumps(result, indent=2))
     (args.out / f"compare-{args.label}.md").write_text(_markdown(result, args))
@@ -96,13 +102,17 @@ def main() -> None:
 
 def _markdown(r: dict, args: argparse.Namespace) -> str:
     b, h = r["base_median"], r["head_median"]
-    env = " ".join(f"--env {k}={v}" for k, v in r["head_env"].items())
+    env = " ".join([*(f"--env {k}={v}" for k, v in r["head_env"].items()),
+                    *(f"--base-env {k}={v}" for k, v in r.get("base_env", {}).items())])
     lines = [f"# {r['label']}: `{r['base']}` against `{r['head']}`, {r['when']}", "",
              f"`citewise serve` from each checkout in turn over `{r['work']}`, {r['cpus']} CPUs; "
              f"16 clients searching for {r['seconds']:g} s, then 4 asking for extractive "
              "answers (the scale bench's questions and clients, on loopback)."
-             + (f" The head's server ran with {r['head_env']}." if r["head_env"] else ""), "",
-             f"    .venv/bin/python bench/bench_compare.py --base {args.base} --work {args.work}"
+             + (f" The head's server ran with {r['head_env']}." if r["head_env"] else "")
+             + (f" The base's server ran with {r['base_env']}." if r.get("base_env") else ""),
+             "",
+             f"    .venv/bin/python bench/bench_compare.py --base {args.base} "
+             f"--head {args.head} --work {args.work}"
              f" --label {r['label']} --rounds {args.rounds} --seconds {args.seconds:g} {env}",
              "", "| Round | Checkout | Load (1 min) | Searches/s | p50 / p95 ms | Answers/s | "
              "p50 / p95 ms | Errors |", "|---|---|---|---|---|---|---|---|"]

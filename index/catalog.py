@@ -87,6 +87,9 @@ class DocumentRecord:
 
 
 # The columns of ``documents`` that hold JSON.
+# The fact that counts committed document swaps (``swaps_committed``), kept in ``meta`` by both
+# catalogs.
+SWAPS_COMMITTED = "swaps_committed"
 JSON_COLUMNS = ("readers", "tags", "metadata", "injection_chunks")
 
 
@@ -280,11 +283,18 @@ class DocumentCatalog(Protocol):
 
     def swaps_committed(self) -> str:
         """A mark that changes whenever a document's version is switched or removed: a search
-        that sees it change while it ran may have missed that document (``SearchService``)."""
+        that sees it change while it ran may have missed that document (``SearchService``).
+        It is the fact ``SWAPS_COMMITTED`` (``meta_many`` reads it with others), "0" unset."""
         ...
 
     # Facts about the index, and its generations (``index/generations.py``) -----------------------
     def meta(self, key: str) -> str | None: ...
+
+    def meta_many(self, *keys: str) -> dict[str, str]:
+        """The facts of ``keys`` that are set, read in one statement: a search reads the swap
+        count and the live generation before its index queries and again after (one round trip
+        each on PostgreSQL, not two)."""
+        ...
 
     def set_meta(self, key: str, value: str) -> None: ...
 

@@ -46,7 +46,7 @@ _EXACT = qe.SearchParams(exact=True)
 class EdgeHnswPolicy:
     """The settings of ``CITEWISE_EDGE_*`` (``index/settings.py``) as the index uses them."""
 
-    hnsw_from: int = 200_000
+    hnsw_from: int = 100_000
     m: int = 16
     ef_construct: int = 100
     ef: int = 1024

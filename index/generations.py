@@ -168,9 +168,11 @@ class LiveIndex:
         return generation is not None and live_generation(self.catalog) != generation
 
     @contextmanager
-    def pinned(self) -> Iterator[tuple[str, VectorIndex]]:
-        """``(generation, index)`` of the live generation, kept open until the block ends."""
-        if live_generation(self.catalog) != self._current.name:
+    def pinned(self, live: str | None = None) -> Iterator[tuple[str, VectorIndex]]:
+        """``(generation, index)`` of the live generation, kept open until the block ends.
+        ``live``: the pointer as the caller has just read it (``live_generation``), so that it
+        is not read twice."""
+        if (live_generation(self.catalog) if live is None else live) != self._current.name:
             self.follow()
         with self._lock:
             if self._closed:
@@ -357,11 +359,13 @@ class LiveIndex:
 
 
 @contextmanager
-def pinned(index: VectorIndex) -> Iterator[tuple[str | None, VectorIndex]]:
+def pinned(index: VectorIndex, live: str | None = None,
+           ) -> Iterator[tuple[str | None, VectorIndex]]:
     """``(generation, index)``: one generation for several calls when ``index`` follows a
-    pointer (``LiveIndex``); ``(None, index)`` for a plain index."""
+    pointer (``LiveIndex``); ``(None, index)`` for a plain index. ``live``: the pointer as the
+    caller has just read it, if it has."""
     if isinstance(index, LiveIndex):
-        with index.pinned() as held:
+        with index.pinned(live) as held:
             yield held
     else:
         yield None, index

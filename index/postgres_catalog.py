@@ -23,6 +23,7 @@ from psycopg.types.json import Jsonb
 
 from citewise.errors import BackendError
 from citewise.index.catalog import (
+    SWAPS_COMMITTED,
     ChunkRow,
     DocumentCatalog,
     DocumentRecord,
@@ -349,11 +350,11 @@ class PostgresDocumentCatalog(PostgresStore):
             "UPDATE pending_writes SET phase = 'committed' WHERE document_id = %s",
             [pending.document_id])
         self.database.execute(
-            "INSERT INTO meta (key, value) VALUES ('swaps_committed', '1') ON CONFLICT (key) "
-            "DO UPDATE SET value = (meta.value::bigint + 1)::text")
+            "INSERT INTO meta (key, value) VALUES (%s, '1') ON CONFLICT (key) "
+            "DO UPDATE SET value = (meta.value::bigint + 1)::text", [SWAPS_COMMITTED])
 
     def swaps_committed(self) -> str:
-        return self.meta("swaps_committed") or "0"
+        return self.meta(SWAPS_COMMITTED) or "0"
 
     def end_pending(self, document_id: str) -> None:
         self.database.execute("DELETE FROM pending_writes WHERE document_id = %s", [document_id])
@@ -370,6 +371,10 @@ class PostgresDocumentCatalog(PostgresStore):
     def meta(self, key: str) -> str | None:
         row = self.database.row("SELECT value FROM meta WHERE key = %s", [key])
         return str(row["value"]) if row else None
+
+    def meta_many(self, *keys: str) -> dict[str, str]:
+        return {r["key"]: str(r["value"]) for r in self.database.rows(
+            "SELECT key, value FROM meta WHERE key = ANY(%s::text[])", [list(keys)])}
 
     def set_meta(self, key: str, value: str) -> None:
         self.database.execute("INSERT INTO meta (key, value) VALUES (%s, %s) "

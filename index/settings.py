@@ -27,7 +27,7 @@ class IndexSettings(SettingsPart):
     qdrant_timeout: float = Field(default=10.0, description="Seconds per Qdrant request.")
     # The embedded index's HNSW policy (index/edge_hnsw.py, measured in bench/results/ann-1m.md).
     edge_hnsw_from: int = Field(
-        default=200_000, ge=0, description="Points from which the embedded index builds an "
+        default=100_000, ge=0, description="Points from which the embedded index builds an "
         "HNSW graph (at the end of the ingest run that crosses it, or at `citewise reindex`) "
         "and searches it; below, no graph and every dense query is exact. 0 = always a graph.")
     edge_hnsw_m: int = Field(default=16, ge=4, description="Links per point in that graph.")

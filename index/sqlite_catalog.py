@@ -17,6 +17,7 @@ from typing import Any
 from citewise.errors import BackendError
 from citewise.index.catalog import (
     JSON_COLUMNS,
+    SWAPS_COMMITTED,
     ChunkRow,
     DocumentCatalog,
     DocumentRecord,
@@ -334,13 +335,11 @@ class SqliteDocumentCatalog(SqliteStore):
         conn.execute("UPDATE pending_writes SET phase = 'committed' WHERE document_id = ?",
                      [pending.document_id])
         conn.execute(
-            "INSERT INTO meta (key, value) VALUES ('swaps_committed', '1') ON CONFLICT(key) "
-            "DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+            "INSERT INTO meta (key, value) VALUES (?, '1') ON CONFLICT(key) "
+            "DO UPDATE SET value = CAST(value AS INTEGER) + 1", [SWAPS_COMMITTED])
 
     def swaps_committed(self) -> str:
-        row = self._conn().execute(
-            "SELECT value FROM meta WHERE key = 'swaps_committed'").fetchone()
-        return str(row[0]) if row else "0"
+        return self.meta(SWAPS_COMMITTED) or "0"
 
     def end_pending(self, document_id: str) -> None:
         self._conn().execute("DELETE FROM pending_writes WHERE document_id = ?", [document_id])
@@ -357,6 +356,11 @@ class SqliteDocumentCatalog(SqliteStore):
     def meta(self, key: str) -> str | None:
         row = self._conn().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
+
+    def meta_many(self, *keys: str) -> dict[str, str]:
+        marks = ",".join("?" * len(keys))
+        return {k: str(v) for k, v in self._conn().execute(
+            f"SELECT key, value FROM meta WHERE key IN ({marks})", keys)}
 
     def set_meta(self, key: str, value: str) -> None:
         self._conn().execute("INSERT INTO meta (key, value) VALUES (?, ?) "

@@ -19,15 +19,15 @@ import logging
 import time
 from collections import OrderedDict
 from threading import Lock
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from pydantic import BaseModel, Field
 
 from citewise import metrics
 from citewise.errors import BackendError, InvalidRequestError
-from citewise.index.catalog import DocumentCatalog
+from citewise.index.catalog import SWAPS_COMMITTED, DocumentCatalog
 from citewise.index.dense import DenseEncoder, embedding_text
-from citewise.index.generations import moved, pinned
+from citewise.index.generations import LIVE, pinned
 from citewise.index.payload import ChunkPayload
 from citewise.index.sparse import Bm25Encoder
 from citewise.index.vector_index import IndexFilter, SparseVector, VectorHit, VectorIndex
@@ -99,6 +99,14 @@ class SearchResult(Passage):
             service=p.service, tags=list(p.tags), symbol=p.symbol, metadata=dict(p.meta),
             continues_symbol=p.continues_symbol,
         )
+
+
+class _Mark(NamedTuple):
+    """What a search reads of the catalog before its index queries and again after them: if
+    neither moved, its hits are of one generation and of the live versions."""
+
+    committed: str  # the swap count (``DocumentCatalog.swaps_committed``)
+    generation: str  # the live generation's name (``index/generations.py``)
 
 
 class SecondStage(Protocol):
@@ -254,6 +262,7 @@ class SearchService:
             document_ids=list(filters.document_ids),
         )
         signals = Signals() if want_signals else None
+        mark = self._mark()
         for _ in range(_COMMITS):
             # Points of a document swap in progress are excluded inside the query; a hit whose
             # version the catalog has just replaced is dropped after it, and the page is filled
@@ -261,34 +270,44 @@ class SearchService:
             # while the search runs can still hide its document: excluded new points and old
             # ones deleted by the time the engine looks, or only old points found and the new
             # version read from the catalog after. The search is then asked again.
-            committed = self.catalog.swaps_committed()
             index_filter.exclude_ids = self.catalog.stale_point_ids()
-            current = self._live_hits(query, index_filter, wanted, mode, fusion or self.fusion,
-                                      committed, signals)
-            if self.catalog.swaps_committed() == committed:
+            current, mark, after = self._live_hits(query, index_filter, wanted, mode,
+                                                   fusion or self.fusion, mark, signals)
+            if after.committed == mark.committed:
                 break
+            mark = after
         return [SearchResult.from_hit(h) for h in current[:wanted]], signals or Signals()
 
+    def _mark(self) -> _Mark:
+        """The swap count and the live generation, in one catalog read."""
+        facts = self.catalog.meta_many(SWAPS_COMMITTED, LIVE)
+        return _Mark(facts.get(SWAPS_COMMITTED, "0"), facts.get(LIVE, ""))
+
     def _live_hits(self, query: str, index_filter: IndexFilter, wanted: int, mode: SearchMode,
-                   fusion: FusionConfig, committed: str,
-                   signals: Signals | None = None) -> list[VectorHit]:
+                   fusion: FusionConfig, mark: _Mark, signals: Signals | None = None,
+                   ) -> tuple[list[VectorHit], _Mark, _Mark]:
         """Hits of one index generation (``index/generations.py``), all of the catalog's live
-        versions. A search that straddles a switch to a new generation (``citewise reindex``)
-        is asked again of the new one: its hits would all be dropped as replaced versions, or
-        its generation dropped under it."""
+        versions as of ``mark``; with the mark they were checked against and the one read after
+        them. A search that straddles a switch to a new generation (``citewise reindex``) is
+        asked again of the new one: its hits would all be dropped as replaced versions, or its
+        generation dropped under it."""
         for attempt in range(1, _SWITCHES + 1):
-            with pinned(self.index) as (generation, index):
+            with pinned(self.index, mark.generation) as (generation, index):
                 try:
                     hits = self._versioned_hits(index, query, index_filter, wanted, mode, fusion,
-                                                (committed, generation), signals)
+                                                (mark.committed, generation), signals)
                 except BackendError:
-                    if attempt == _SWITCHES or not moved(self.index, generation):
+                    after = self._mark()
+                    if attempt == _SWITCHES or generation in (None, after.generation):
                         raise
+                    mark = after
                     continue
             # The catalog's versions were read before this: if the pointer has not moved
             # since, they are the versions of ``generation``, and so are the hits.
-            if not moved(self.index, generation):
-                return hits
+            after = self._mark()
+            if generation in (None, after.generation):
+                return hits, mark, after
+            mark = after
         # Switched under every try: these hits were checked against another generation's
         # versions, so they may be missing documents. Better a retry than a short page.
         raise BackendError(

@@ -45,7 +45,7 @@ SURFACE: list[tuple[str, Any, Any, Any, str, Any]] = [
     ("qdrant_collection", "citewise", "toml-qdrant_collection", "toml-qdrant_collection",
      "env-qdrant_collection", "env-qdrant_collection"),
     ("qdrant_timeout", 10.0, 11.5, 11.5, "12.5", 12.5),
-    ("edge_hnsw_from", 200_000, 1000, 1000, "0", 0),
+    ("edge_hnsw_from", 100_000, 1000, 1000, "0", 0),
     ("edge_hnsw_m", 16, 24, 24, "32", 32),
     ("edge_hnsw_ef_construct", 100, 150, 150, "200", 200),
     ("edge_hnsw_ef", 1024, 64, 64, "256", 256),

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from citewise.errors import BackendError
-from citewise.index.catalog import DocumentRecord, PendingWrite, chunk_point_id, document_id
+from citewise.index.catalog import (
+    SWAPS_COMMITTED,
+    DocumentRecord,
+    PendingWrite,
+    chunk_point_id,
+    document_id,
+)
 from citewise.index.outline import Block, Outline, Section
 from citewise.retrieval.live_versions import LiveVersions
 from citewise.types import Chunk
@@ -167,6 +173,23 @@ def test_meta_is_kept_and_forgotten(stores, open_stores):
     stores.catalog.delete_meta("embedding_model", "index_generation")
     assert stores.catalog.meta("embedding_model") is None
     assert stores.catalog.meta("index_generation") is None
+
+
+def test_several_facts_are_read_at_once_and_unset_ones_left_out(stores):
+    """What a search reads before and after its index queries (``SearchService._mark``)."""
+    assert stores.catalog.meta_many(SWAPS_COMMITTED, "index_generation") == {}
+    stores.catalog.set_meta("index_generation", "g2")
+    stores.catalog.set_meta("embedding_model", "model-a")
+    doc = record("kb", "a.md")
+    save(stores, doc)
+    pending = PendingWrite(document_id=doc.id, source="kb", kind="delete", old_version="v1",
+                           old_points=2)
+    stores.catalog.begin_pending(pending)
+    stores.catalog.commit_delete(pending)
+    facts = stores.catalog.meta_many(SWAPS_COMMITTED, "index_generation", "absent")
+    assert facts == {SWAPS_COMMITTED: stores.catalog.swaps_committed(),
+                     "index_generation": "g2"}
+    assert facts[SWAPS_COMMITTED] != "0"
 
 
 def test_the_generation_switch_takes_the_staged_rows_and_the_pointer_at_once(stores):
