@@ -13,7 +13,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from citewise import __version__, metrics
+from citewise import __version__
 from citewise.api import (
     problems,
     routes_admin,
@@ -41,7 +41,7 @@ from citewise.api.health import Health, Ready, admin_health
 from citewise.api.http_protocol import with_header_timeout
 from citewise.api.ingest_metrics import catalog_metrics
 from citewise.api.mcp import http_server
-from citewise.api.middleware import BodyLimit, send_problem
+from citewise.api.middleware import BodyLimit, RequestMetrics, send_problem
 from citewise.api.openapi import EVERY, describe_refusals, describe_security
 from citewise.api.reload import ConfigReloader
 from citewise.api.settings import ServerSettings, Settings
@@ -173,8 +173,8 @@ def create_app(
     if services is not None:
         open_door(app)
     problems.install(app)
-    # The last one added runs first: CORS preflights, then the front door (request id, who is
-    # calling, scopes, rate limits), then the body limit, then the routes.
+    # The last one added runs first: the request metrics, CORS preflights, then the front door
+    # (request id, who is calling, scopes, rate limits), then the body limit, then the routes.
     server = settings.server
     # Innermost: a request that needs a part still loading waits for it (api/startup.py).
     app.add_middleware(StartGate, startup=lambda: app.state.startup)
@@ -196,16 +196,8 @@ def create_app(
                                    "10.1.0.0/16") from None
         # Outermost: the front door must see the client's address, not the proxy's.
         app.add_middleware(ForwardedFor, trusted=server.trusted_proxies)
-
-    @app.middleware("http")
-    async def _metrics(request: Request, call_next):
-        started = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
-        metrics.HTTP_REQUESTS.labels(request.method, path, response.status_code).inc()
-        metrics.HTTP_LATENCY.labels(request.method, path).observe(time.perf_counter() - started)
-        return response
+    # Outermost: every answer is counted, the front door's refusals and CORS preflights too.
+    app.add_middleware(RequestMetrics)
 
     app.include_router(routes_query.router)
     app.include_router(routes_library.router)

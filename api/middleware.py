@@ -1,4 +1,5 @@
-"""ASGI middleware that must run before a route reads anything: the body size limit.
+"""ASGI middleware that must run before a route reads anything: the body size limit; and the
+request metrics, at the ASGI level too (see ``RequestMetrics``).
 
 FastAPI reads and parses a request body before running a route's dependencies, so a check in a
 dependency comes too late: a 100 MB body would be read in full before its 413 (or its 401: see
@@ -10,8 +11,10 @@ without reading the rest.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable
 
+from citewise import metrics
 from citewise.api.problems import for_path, problem_body
 from citewise.errors import CitewiseError, InvalidRequestError
 
@@ -96,3 +99,34 @@ class _BodyTooLarge(BaseException):
     # A BaseException, so that FastAPI's body parsing (which turns any Exception into "error
     # parsing the body") lets it through to ``BodyLimit``.
     pass
+
+
+class RequestMetrics:
+    """``citewise_http_requests_total`` and ``citewise_http_request_seconds`` of every HTTP
+    request, by method, route template and status, the latency taken when the response starts
+    (its headers: a stream's events come after).
+
+    A plain ASGI wrapper rather than ``@app.middleware("http")``: Starlette runs such a function
+    in a task of its own with memory streams between it and the app for every request, and on
+    two cores the search door's requests are half HTTP work (docs/operations.md, "Throughput").
+    The route is read when the response starts, once the router has put it in the scope.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+
+        async def counted(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                route = getattr(scope.get("route"), "path", "unmatched")
+                metrics.HTTP_REQUESTS.labels(scope["method"], route, message["status"]).inc()
+                metrics.HTTP_LATENCY.labels(scope["method"], route).observe(
+                    time.perf_counter() - started)
+            await send(message)
+
+        await self.app(scope, receive, counted)
