@@ -5,7 +5,8 @@ What it checks, in ``bench/results/soak.{md,json}``:
 
 * no errors: every request is answered 200 (a refusal, a 5xx or a broken stream counts);
 * p95 latency of each kind of request, per window and over the soak, against the same
-  traffic measured idle (no ingest) just before: within 2x is the target;
+  traffic measured idle (no ingest) just before, after a minute of it unmeasured to warm the
+  server's caches: within 2x is the target;
 * the server's resident memory sampled every few seconds, and its slope after warm-up
   (the first fifth of the soak) by least squares, in MiB per hour: flat is the target;
 * the ingest runs that finished meanwhile (each re-reads and re-writes every document:
@@ -15,7 +16,8 @@ The data folder is the scale bench's (``--copies`` copies of the five corpora of
 ``../shared/corpora``; 1 by default: 18.8k chunks), ingested first from the embedding cache.
 Clients are threads on loopback; streamed answers read the whole event stream.
 
-    .venv/bin/python bench/bench_soak.py [--minutes 30] [--idle-seconds 60] [--copies 1]
+    .venv/bin/python bench/bench_soak.py [--minutes 30] [--warmup-seconds 60] [--idle-seconds 60]
+        [--copies 1]
     # -> bench/results/soak.{json,md}
 """
 
@@ -181,6 +183,9 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--idle-seconds", type=float, default=60.0,
                         help="the same traffic without ingest first: the latency to compare")
+    parser.add_argument("--warmup-seconds", type=float, default=60.0,
+                        help="the same traffic before that, not measured: a fresh server's "
+                        "first minute (cold caches) is no baseline")
     corpora_arguments(parser, copies=1)
     args = parser.parse_args()
     if not CORPORA.is_dir():
@@ -193,9 +198,14 @@ def main() -> None:
 
     server, url = start_server(config, work)
     load_start = os.getloadavg()
-    results: dict = {"ingest_before": ingest}
+    results: dict = {"ingest_before": ingest, "warmup_seconds": args.warmup_seconds}
     try:
         wait_loaded(url)
+        if args.warmup_seconds > 0:
+            print(f"warm-up traffic for {args.warmup_seconds:.0f} s", file=sys.stderr)
+            warmup = Traffic(url, questions).start()
+            time.sleep(args.warmup_seconds)
+            warmup.join()
         print(f"idle traffic for {args.idle_seconds:.0f} s", file=sys.stderr)
         idle = Traffic(url, questions).start()
         time.sleep(args.idle_seconds)
@@ -266,7 +276,8 @@ def _markdown(r: dict) -> str:
              f"{r['ingest_before']['chunks']} chunks ({r['copies']} copies of the five shared "
              f"corpora), while forced ingests of every source ran back to back: {len(done)} "
              f"finished ({', '.join(str(x['seconds']) + ' s' for x in done[:6])}"
-             f"{', ...' if len(done) > 6 else ''}). First, the same traffic idle (no ingest). "
+             f"{', ...' if len(done) > 6 else ''}). First, the same traffic idle (no "
+             f"ingest), after {r.get('warmup_seconds', 0):g} s of it unmeasured. "
              f"Commit `{r['commit']}`. {r['machine']['cpus']} CPUs, load average "
              f"{r['machine']['load_at_start']} at start, {r['machine']['load_at_end']} at the "
              "end.", "",
