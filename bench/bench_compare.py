@@ -18,11 +18,9 @@ import argparse
 import json
 import os
 import signal
-import sqlite3
 import statistics
 import subprocess
 import sys
-from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_scale import _load, _questions, start_server, wait_loaded  # noqa: E402
+from bench_scale import _load, start_server, stored_questions, wait_loaded  # noqa: E402
 
 
 def _commit(tree: Path) -> str:
@@ -70,10 +68,7 @@ def main() -> None:
                         "and --head the same checkout, two settings are compared")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
-    with closing(sqlite3.connect(args.work / "data" / "catalog.db")) as db:
-        headings = [r[0] for r in db.execute(
-            "SELECT DISTINCT heading FROM chunks WHERE length(heading) > 12 LIMIT 4000")]
-    questions = _questions(headings, 400)
+    questions = stored_questions(args.work)
     head_env = dict(kv.split("=", 1) for kv in args.env)
     base_env = dict(kv.split("=", 1) for kv in args.base_env)
     rounds = []

@@ -19,11 +19,9 @@ import argparse
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 from collections import Counter
-from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -34,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import profile_summary  # noqa: E402
-from bench_scale import NAMES, _load, _questions, start_server, wait_loaded  # noqa: E402
+from bench_scale import NAMES, _load, start_server, stored_questions, wait_loaded  # noqa: E402
 
 # (bucket, substrings of a frame, named as ``profile_summary.frame_name`` names it: ``function
 # (path)``): a sample goes to the first bucket, in this order, that one of its frames matches,
@@ -119,10 +117,7 @@ def main() -> None:
         raise SystemExit(f"{config} is missing: run bench/bench_scale.py --work {args.work} "
                          "first (it ingests the corpora there)")
     # The scale bench's questions: its forms over the same headings of the catalog.
-    with closing(sqlite3.connect(args.work / "data" / "catalog.db")) as db:
-        headings = [r[0] for r in db.execute(
-            "SELECT DISTINCT heading FROM chunks WHERE length(heading) > 12 LIMIT 4000")]
-    questions = _questions(headings, 400)
+    questions = stored_questions(args.work)
 
     server, url = start_server(config, args.work)
     suffix = f"-{args.label}" if args.label else ""

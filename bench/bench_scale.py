@@ -87,14 +87,24 @@ def _ingest(config: Path) -> dict:
             embedded += report.counts.chunks_embedded
             print(f"  {report.summary()}", file=sys.stderr)
         chunks = services.catalog.count_chunks()
-        # Read from the database file beside the services (a bench may; the services may not).
-        with closing(sqlite3.connect(settings.data.catalog_path)) as stored:
-            titles = [r[0] for r in stored.execute(
-                "SELECT DISTINCT heading FROM chunks WHERE length(heading) > 12 LIMIT 4000")]
+        titles = _headings(settings.data.catalog_path)
     finally:
         services.close()
     return {"seconds": round(time.perf_counter() - started, 1), "chunks": chunks,
             "embedded": embedded, "questions": titles}
+
+
+def _headings(catalog: Path) -> list[str]:
+    """Headings of the ingested chunks, what the benchmarks' questions are made of; read from
+    the database file beside the services (a bench may; the services may not)."""
+    with closing(sqlite3.connect(catalog)) as stored:
+        return [r[0] for r in stored.execute(
+            "SELECT DISTINCT heading FROM chunks WHERE length(heading) > 12 LIMIT 4000")]
+
+
+def stored_questions(work: Path, n: int = 400) -> list[str]:
+    """The scale bench's questions over a data folder it ingested."""
+    return _questions(_headings(work / "data" / "catalog.db"), n)
 
 
 def _questions(headings: list[str], n: int) -> list[str]:

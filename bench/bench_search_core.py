@@ -18,13 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 import statistics
 import subprocess
 import sys
 import threading
 import time
-from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -32,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_scale import _questions  # noqa: E402
+from bench_scale import stored_questions  # noqa: E402
 
 from citewise.api.composition import build_services  # noqa: E402
 from citewise.api.settings import Settings  # noqa: E402
@@ -86,10 +84,7 @@ def main() -> None:
     settings = Settings.load(config)
     services = build_services(settings)
     try:
-        with closing(sqlite3.connect(settings.data.catalog_path)) as db:
-            headings = [r[0] for r in db.execute(
-                "SELECT DISTINCT heading FROM chunks WHERE length(heading) > 12 LIMIT 4000")]
-        questions = _questions(headings, 400)
+        questions = stored_questions(args.work)
         for q in questions:  # embedded once: the search is what is measured
             services.search.query_vector(q)
         for q in questions[:20]:
