@@ -31,6 +31,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_scale import _load, start_server, stored_questions, wait_loaded  # noqa: E402
 
 
+def _server_cpu(load: dict) -> str:
+    cpu = load.get("cpu_ms_per_request")
+    return str(cpu["server"]) if cpu else ""
+
+
 def _commit(tree: Path) -> str:
     return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree,
                           capture_output=True, text=True).stdout.strip()
@@ -44,8 +49,8 @@ def measure(tree: Path, work: Path, questions: list[str], seconds: float,
     try:
         wait_loaded(url)
         load = os.getloadavg()[0]
-        search = _load(url, 16, seconds, questions, False, headers)
-        answer = _load(url, 4, seconds, questions, True, headers)
+        search = _load(url, 16, seconds, questions, False, headers, server.pid)
+        answer = _load(url, 4, seconds, questions, True, headers, server.pid)
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)
@@ -109,15 +114,17 @@ def _markdown(r: dict, args: argparse.Namespace) -> str:
              f"    .venv/bin/python bench/bench_compare.py --base {args.base} "
              f"--head {args.head} --work {args.work}"
              f" --label {r['label']} --rounds {args.rounds} --seconds {args.seconds:g} {env}",
-             "", "| Round | Checkout | Load (1 min) | Searches/s | p50 / p95 ms | Answers/s | "
-             "p50 / p95 ms | Errors |", "|---|---|---|---|---|---|---|---|"]
+             "", "Server CPU ms: the server's CPU time per request (all its threads).", "",
+             "| Round | Checkout | Load (1 min) | Searches/s | p50 / p95 ms | Server CPU ms | "
+             "Answers/s | p50 / p95 ms | Server CPU ms | Errors |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for x in r["rounds"]:
         s, a = x["search"], x["answer"]
         lines.append(
             f"| {x['round']} | {x['which']} `{r[x['which']]}` | {x['load']} | "
             f"{s['per_second']} | {s['latency_ms'].get('p50')} / {s['latency_ms'].get('p95')} "
-            f"| {a['per_second']} | {a['latency_ms'].get('p50')} / "
-            f"{a['latency_ms'].get('p95')} | {s['errors'] + a['errors']} |")
+            f"| {_server_cpu(s)} | {a['per_second']} | {a['latency_ms'].get('p50')} / "
+            f"{a['latency_ms'].get('p95')} | {_server_cpu(a)} | {s['errors'] + a['errors']} |")
     searches = h["searches_per_second"] / b["searches_per_second"]
     answers = h["answers_per_second"] / b["answers_per_second"]
     lines += ["", f"Median: searches/s {b['searches_per_second']} → "

@@ -187,9 +187,17 @@ def _pct(values: list[float]) -> dict:
             "mean": round(statistics.fmean(values), 1)}
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process ``pid`` has used so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _load(url: str, clients: int, seconds: float, questions: list[str], answer: bool,
-          headers: dict) -> dict:
-    """``clients`` threads, each with its own connection, for ``seconds``."""
+          headers: dict, server_pid: int | None = None) -> dict:
+    """``clients`` threads, each with its own connection, for ``seconds``; with the CPU time
+    the server and the load generator (this process) spent meanwhile, per request: on a
+    machine of two cores the clients' share is not the server's to use."""
     latencies: list[float] = []
     errors = [0]
     lock = threading.Lock()
@@ -214,15 +222,22 @@ def _load(url: str, clients: int, seconds: float, questions: list[str], answer: 
                         errors[0] += 1
 
     started = time.perf_counter()
+    cpu_before = (cpu_seconds(server_pid) if server_pid else 0.0, cpu_seconds(os.getpid()))
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     wall = time.perf_counter() - started
+    server_cpu = cpu_seconds(server_pid) - cpu_before[0] if server_pid else None
+    client_cpu = cpu_seconds(os.getpid()) - cpu_before[1]
+    done = max(len(latencies), 1)
     return {"clients": clients, "seconds": round(wall, 1),
             "per_second": round(len(latencies) / wall, 1), "errors": errors[0],
-            "latency_ms": _pct(latencies)}
+            "latency_ms": _pct(latencies),
+            "cpu_ms_per_request": {
+                "server": round(server_cpu * 1000 / done, 2) if server_cpu is not None else None,
+                "clients": round(client_cpu * 1000 / done, 2)}}
 
 
 def main() -> None:
@@ -255,10 +270,12 @@ def main() -> None:
                 single.append((time.perf_counter() - t) * 1000)
         results["search_one_client_ms"] = _pct(single)
         print(f"one client: {results['search_one_client_ms']}", file=sys.stderr)
-        results["search_16_clients"] = _load(url, 16, args.seconds, questions, False, headers)
+        results["search_16_clients"] = _load(url, 16, args.seconds, questions, False, headers,
+                                             server.pid)
         print(f"16 clients: {results['search_16_clients']}", file=sys.stderr)
         results["memory"]["after_search"] = _rss(server.pid)
-        results["answer_4_clients"] = _load(url, 4, args.seconds, questions, True, headers)
+        results["answer_4_clients"] = _load(url, 4, args.seconds, questions, True, headers,
+                                            server.pid)
         print(f"4 answer clients: {results['answer_4_clients']}", file=sys.stderr)
         results["memory"]["after_answers"] = _rss(server.pid)
     finally:
@@ -292,6 +309,11 @@ def _dense(r: dict) -> str:
             f"ef={edge['ef']}, {edge['quantization']})")
 
 
+def _cpu(load: dict) -> str:
+    cpu = load.get("cpu_ms_per_request")  # absent from results written before it was measured
+    return f"{cpu['server']} / {cpu['clients']} ms" if cpu else "not measured"
+
+
 def _markdown(r: dict) -> str:
     s1, s16, a4 = r["search_one_client_ms"], r["search_16_clients"], r["answer_4_clients"]
     mem = r["memory"]
@@ -314,6 +336,7 @@ def _markdown(r: dict) -> str:
         f"| Extractive answers, 4 clients, {a4['seconds']} s | {a4['per_second']} answers/s, "
         f"p50 {a4['latency_ms'].get('p50')} / p95 {a4['latency_ms'].get('p95')} ms, "
         f"{a4['errors']} errors |",
+        f"| CPU per request, server / clients | search {_cpu(s16)}; answer {_cpu(a4)} |",
         f"| Server memory | {mem['after_start']['rss_mib']} MiB after start, "
         f"{mem['after_answers']['rss_mib']} MiB after the load (peak "
         f"{mem['after_answers']['peak_rss_mib']} MiB) |",
