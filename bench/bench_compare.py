@@ -24,6 +24,8 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
@@ -42,12 +44,16 @@ def _commit(tree: Path) -> str:
 
 
 def measure(tree: Path, work: Path, questions: list[str], seconds: float,
-            env_extra: dict[str, str]) -> dict:
+            env_extra: dict[str, str], warm: bool = False) -> dict:
     server, url = start_server(work / "citewise.toml", work, checkout=tree, env=env_extra,
                                stderr=subprocess.DEVNULL)
     headers = {"X-Citewise-Groups": "team-1"}  # public + one restricted copy
     try:
         wait_loaded(url)
+        if warm:  # every question searched once: its vector is in the server's cache
+            with httpx.Client(base_url=url, timeout=60, headers=headers) as http:
+                for q in questions:
+                    http.get("/v1/search", params={"q": q, "top_k": 10}).raise_for_status()
         load = os.getloadavg()[0]
         search = _load(url, 16, seconds, questions, False, headers, server.pid)
         answer = _load(url, 4, seconds, questions, True, headers, server.pid)
@@ -71,6 +77,9 @@ def main() -> None:
     parser.add_argument("--base-env", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting for the base's server only (repeatable): with --base "
                         "and --head the same checkout, two settings are compared")
+    parser.add_argument("--warm", action="store_true",
+                        help="search every question once before measuring, so that no query "
+                        "is embedded during it: the request path alone, without the model")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
     questions = stored_questions(args.work)
@@ -79,12 +88,13 @@ def main() -> None:
     rounds = []
     for i in range(args.rounds):
         for name, tree, extra in (("base", args.base, base_env), ("head", args.head, head_env)):
-            r = measure(tree, args.work, questions, args.seconds, extra)
+            r = measure(tree, args.work, questions, args.seconds, extra, args.warm)
             rounds.append({"round": i + 1, "which": name, **r})
             print(f"round {i + 1} {name}: {r['search']['per_second']} searches/s, "
                   f"{r['answer']['per_second']} answers/s (load {r['load']})", file=sys.stderr)
     result = {"label": args.label, "base": _commit(args.base), "head": _commit(args.head),
-              "head_env": head_env, "base_env": base_env, "seconds": args.seconds, "rounds": rounds,
+              "head_env": head_env, "base_env": base_env, "seconds": args.seconds,
+              "warm": args.warm, "rounds": rounds,
               "cpus": os.cpu_count(), "work": str(args.work),
               "when": datetime.now(UTC).isoformat(timespec="seconds")}
     for which in ("base", "head"):
@@ -109,11 +119,14 @@ def _markdown(r: dict, args: argparse.Namespace) -> str:
              f"16 clients searching for {r['seconds']:g} s, then 4 asking for extractive "
              "answers (the scale bench's questions and clients, on loopback)."
              + (f" The head's server ran with {r['head_env']}." if r["head_env"] else "")
-             + (f" The base's server ran with {r['base_env']}." if r.get("base_env") else ""),
+             + (f" The base's server ran with {r['base_env']}." if r.get("base_env") else "")
+             + (" Each server first searched every question once (`--warm`): no question was "
+                "embedded while measuring." if r.get("warm") else ""),
              "",
              f"    .venv/bin/python bench/bench_compare.py --base {args.base} "
              f"--head {args.head} --work {args.work}"
-             f" --label {r['label']} --rounds {args.rounds} --seconds {args.seconds:g} {env}",
+             f" --label {r['label']} --rounds {args.rounds} --seconds {args.seconds:g} {env}"
+             + (" --warm" if r.get("warm") else ""),
              "", "Server CPU ms: the server's CPU time per request (all its threads).", "",
              "| Round | Checkout | Load (1 min) | Searches/s | p50 / p95 ms | Server CPU ms | "
              "Answers/s | p50 / p95 ms | Server CPU ms | Errors |",

@@ -251,8 +251,11 @@ def main() -> None:
         kind: round(results["soak"][kind]["p95"] / results["idle"][kind]["p95"], 2)
         for kind, _ in MIX
         if results["soak"][kind].get("p95") and results["idle"][kind].get("p95")}
+    # The ingest loop's own requests (start a job, poll it) are requests to the same server:
+    # one that fails counts as an error as the clients' do.
+    results["ingest_errors"] = [x["status"] for x in runs if x["status"] not in _RUN_ENDS]
     results["errors"] = sum(v["errors"] for v in results["soak"].values()) + \
-        sum(v["errors"] for v in results["idle"].values())
+        sum(v["errors"] for v in results["idle"].values()) + len(results["ingest_errors"])
     results["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(),
                           "python": platform.python_version(), "load_at_start": load_start,
                           "load_at_end": os.getloadavg()}
@@ -265,6 +268,11 @@ def main() -> None:
     (args.out / "soak.json").write_text(json.dumps(results, indent=2))
     (args.out / "soak.md").write_text(_markdown(results))
     print(_markdown(results))
+
+
+# How an ingest run the loop followed can end, besides a failed request of the loop's own
+# (``running``: the soak ended first).
+_RUN_ENDS = ("done", "failed", "running", "queued")
 
 
 def _markdown(r: dict) -> str:
@@ -284,7 +292,8 @@ def _markdown(r: dict) -> str:
              f"    .venv/bin/python bench/bench_soak.py --minutes {r['minutes']:g} "
              f"--copies {r['copies']}", "",
              f"**Errors: {r['errors']}**"
-             + (f" ({r['soak_failures']} {r['idle_failures']})" if r["errors"] else "") + ".",
+             + (f" (clients: {r['soak_failures']} {r['idle_failures']}; the ingest loop's "
+                f"requests: {r.get('ingest_errors', [])})" if r["errors"] else "") + ".",
              "", "| Request | Idle p50 / p95 ms | Soak p50 / p95 ms | p95 soak / idle | Soak "
              "requests |", "|---|---|---|---|---|"]
     for kind, _ in MIX:

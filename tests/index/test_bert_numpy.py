@@ -64,3 +64,16 @@ def test_questions_use_it_until_torch_has_the_model(tmp_path, dense):
                  .max()) < 1e-6
     encoder.warm_up()  # what a server loads behind its port, and documents are embedded with
     assert folder in _models
+    # Torch loaded, a lone question still goes the numpy way (dense.LIGHT_UP_TO: torch spends
+    # twice the CPU on one text); several answer sentences at once go to torch.
+    from citewise.index.dense import _light_models
+
+    light = _light_models[folder]
+    assert light is not None
+    before = light.encoded
+    again = encoder.embed_query(TEXTS[1])
+    assert light.encoded == before + 1
+    assert float(np.abs(np.asarray(again) - dense.model.encode(
+        [TEXTS[1]], normalize_embeddings=True)[0]).max()) < 1e-6
+    encoder.embed_documents(["Drain the node first.", "Then cordon it."], use_cache=False)
+    assert light.encoded == before + 1
