@@ -134,3 +134,66 @@ def test_a_connection_that_sends_no_request_is_closed(server):
             assert client.get(f"{url}/healthz").status_code == 200
             time.sleep(0.5)
             assert client.get(f"{url}/healthz").status_code == 200
+
+
+@pytest.mark.parametrize("deadline", ["keep-alive", "head"])
+def test_a_request_waiting_when_a_deadline_fires_is_answered_not_reset(deadline):
+    """The soak's reset (bench/results/soak.md): after a response, a client sends its next
+    request on the kept-alive connection, and the server's deadline fires in the same turn of
+    the event loop, before the loop has read the bytes (as when a thread holding the
+    interpreter lock kept the loop from running). The connection stays, and the request is
+    answered. Driven on a socket pair so that the timer provably comes first."""
+    import asyncio
+
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    from citewise.api.app import uvicorn_options
+    from citewise.api.settings import ServerSettings
+
+    async def hello(scope, receive, send):  # the app does not matter here: the protocol does
+        if scope["type"] != "http":
+            return
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/plain"), (b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    request = b"GET / HTTP/1.1\r\nhost: citewise\r\n\r\n"
+
+    async def read_response(client: socket.socket) -> bytes:
+        loop = asyncio.get_running_loop()
+        out = b""
+        while not out.endswith(b"ok"):
+            chunk = await asyncio.wait_for(loop.sock_recv(client, 4096), 5)
+            if not chunk:
+                break
+            out += chunk
+        return out
+
+    async def scenario() -> tuple[bytes, bytes, bool]:
+        options = uvicorn_options(ServerSettings())
+        protocol_class = options.pop("http")
+        config = uvicorn.Config(hello, log_config=None, **options)
+        config.load()
+        served, client = socket.socketpair()
+        client.setblocking(False)
+        loop = asyncio.get_running_loop()
+        transport, protocol = await loop.connect_accepted_socket(
+            lambda: protocol_class(config, ServerState(), {}), served)
+        await loop.sock_sendall(client, request)
+        first = await read_response(client)
+        client.send(request)  # the next request, in the socket, not yet read by the loop
+        if deadline == "keep-alive":
+            protocol.timeout_keep_alive_handler()
+        else:
+            protocol._too_slow()
+        closed = transport.is_closing()
+        second = b"" if closed else await read_response(client)
+        transport.close()
+        client.close()
+        return first, second, closed
+
+    first, second, closed = asyncio.run(scenario())
+    assert first.startswith(b"HTTP/1.1 200")
+    assert not closed
+    assert second.startswith(b"HTTP/1.1 200") and second.endswith(b"ok")
