@@ -14,7 +14,7 @@ from citewise.api.identity.caller import Caller
 from citewise.errors import AuthError
 from citewise.types import Identity
 
-__all__ = ["OPERATOR_HEADER", "caller", "established", "identity", "is_admin"]
+__all__ = ["OPERATOR_HEADER", "caller", "identity", "is_admin"]
 
 
 # The dependencies are coroutines although they only read ``request.state``: FastAPI runs a
@@ -22,7 +22,7 @@ __all__ = ["OPERATOR_HEADER", "caller", "established", "identity", "is_admin"]
 # at the GIL) on every request, for a lookup that takes microseconds.
 
 
-def established(request: Request) -> Caller:
+def _established(request: Request) -> Caller:
     """The ``Caller`` the front door decided on for ``request``; refuses if there is none."""
     found = getattr(request.state, "caller", None)
     if not isinstance(found, Caller):
@@ -33,12 +33,12 @@ def established(request: Request) -> Caller:
 
 async def caller(request: Request) -> Caller:
     """FastAPI dependency: the caller, with its scopes."""
-    return established(request)
+    return _established(request)
 
 
 async def identity(request: Request) -> Identity:
     """FastAPI dependency: the caller's identity, for the permission filter."""
-    return established(request).identity
+    return _established(request).identity
 
 
 def is_admin(request: Request) -> bool:
