@@ -81,6 +81,7 @@ bench: setup-test
 	$(BIN)/python bench/bench_scale.py --work $(SCALE_WORK)
 	$(BIN)/python bench/bench_profile.py --work $(SCALE_WORK)
 	$(BIN)/python bench/bench_search_core.py --work $(SCALE_WORK)
+	$(BIN)/python bench/bench_answer_core.py --work $(SCALE_WORK)
 	$(BIN)/python bench/bench_million.py
 	$(BIN)/python bench/bench_reindex.py
 	$(BIN)/python bench/bench_pgvector.py

@@ -24,18 +24,18 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-import httpx
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_scale import _load, start_server, stored_questions, wait_loaded  # noqa: E402
-
-
-def _server_cpu(load: dict) -> str:
-    cpu = load.get("cpu_ms_per_request")
-    return str(cpu["server"]) if cpu else ""
+from bench_scale import (  # noqa: E402
+    _load,
+    cpu_ms,
+    search_each,
+    start_server,
+    stored_questions,
+    wait_loaded,
+)
 
 
 def _commit(tree: Path) -> str:
@@ -51,9 +51,7 @@ def measure(tree: Path, work: Path, questions: list[str], seconds: float,
     try:
         wait_loaded(url)
         if warm:  # every question searched once: its vector is in the server's cache
-            with httpx.Client(base_url=url, timeout=60, headers=headers) as http:
-                for q in questions:
-                    http.get("/v1/search", params={"q": q, "top_k": 10}).raise_for_status()
+            search_each(url, questions, headers)
         load = os.getloadavg()[0]
         search = _load(url, 16, seconds, questions, False, headers, server.pid)
         answer = _load(url, 4, seconds, questions, True, headers, server.pid)
@@ -136,8 +134,8 @@ def _markdown(r: dict, args: argparse.Namespace) -> str:
         lines.append(
             f"| {x['round']} | {x['which']} `{r[x['which']]}` | {x['load']} | "
             f"{s['per_second']} | {s['latency_ms'].get('p50')} / {s['latency_ms'].get('p95')} "
-            f"| {_server_cpu(s)} | {a['per_second']} | {a['latency_ms'].get('p50')} / "
-            f"{a['latency_ms'].get('p95')} | {_server_cpu(a)} | {s['errors'] + a['errors']} |")
+            f"| {cpu_ms(s, 'server')} | {a['per_second']} | {a['latency_ms'].get('p50')} / "
+            f"{a['latency_ms'].get('p95')} | {cpu_ms(a, 'server')} | {s['errors'] + a['errors']} |")
     searches = h["searches_per_second"] / b["searches_per_second"]
     answers = h["answers_per_second"] / b["answers_per_second"]
     lines += ["", f"Median: searches/s {b['searches_per_second']} → "

@@ -13,10 +13,14 @@ HTTP connection, on loopback):
 
 1. one client, 200 unique questions: ``GET /v1/search`` latency, query embedding included
    (the server's query-vector cache never sees a question twice);
-2. 16 clients searching for ``--seconds``: searches per second and latency;
-3. 4 clients asking for extractive answers (``POST /v1/answer``, the semantic cache bypassed
+2. 16 clients searching for ``--seconds``, over the same 400 questions (most of them asked
+   before, as dashboards, bots and colleagues repeat theirs: their vectors come from the
+   server's cache): searches per second and latency;
+3. 16 clients again, every question one nobody asked before (each embedded by the server):
+   what a stream of new questions costs;
+4. 4 clients asking for extractive answers (``POST /v1/answer``, the semantic cache bypassed
    with ``Cache-Control: no-cache``): answers per second and latency;
-4. the server's resident memory (VmRSS, and its peak VmHWM) after each phase.
+5. the server's resident memory (VmRSS, and its peak VmHWM) after each phase.
 
 The server runs with the default settings: at 113k points, past ``CITEWISE_EDGE_HNSW_FROM``
 (100,000), dense queries walk the HNSW graph the ingest built at its end (int8, rescored), which
@@ -99,7 +103,7 @@ def _headings(catalog: Path) -> list[str]:
     the database file beside the services (a bench may; the services may not)."""
     with closing(sqlite3.connect(catalog)) as stored:
         return [r[0] for r in stored.execute(
-            "SELECT DISTINCT heading FROM chunks WHERE length(heading) > 12 LIMIT 4000")]
+            "SELECT DISTINCT heading FROM chunks WHERE length(heading) > 12 LIMIT 6000")]
 
 
 def stored_questions(work: Path, n: int = 400) -> list[str]:
@@ -107,11 +111,38 @@ def stored_questions(work: Path, n: int = 400) -> list[str]:
     return _questions(_headings(work / "data" / "catalog.db"), n)
 
 
+_FORMS = ["how do I {}", "what to do about {}", "{}", "where is {} documented"]
+
+
 def _questions(headings: list[str], n: int) -> list[str]:
     rng = random.Random(7)
     picked = rng.sample(headings, min(n, len(headings)))
-    forms = ["how do I {}", "what to do about {}", "{}", "where is {} documented"]
-    return [rng.choice(forms).format(h.split(" > ")[-1].lower()) for h in picked]
+    return [rng.choice(_FORMS).format(h.split(" > ")[-1].lower()) for h in picked]
+
+
+def _unseen_questions(headings: list[str], asked: list[str]) -> list[str]:
+    """Every question the headings make in every form, less those in ``asked``, shuffled."""
+    before = set(asked)
+    every = dict.fromkeys(form.format(h.split(" > ")[-1].lower())
+                          for h in headings for form in _FORMS)
+    unseen = [q for q in every if q not in before]
+    random.Random(11).shuffle(unseen)
+    return unseen
+
+
+class _Unseen:
+    """Hands each question out once, to whichever client asks first; None when all are out."""
+
+    def __init__(self, questions: list[str]) -> None:
+        self._questions = iter(questions)
+        self._lock = threading.Lock()
+        self.ran_out = False
+
+    def __call__(self, rng: random.Random) -> str | None:
+        with self._lock:
+            q = next(self._questions, None)
+            self.ran_out = self.ran_out or q is None
+            return q
 
 
 def corpora_arguments(parser: argparse.ArgumentParser, copies: int) -> None:
@@ -193,11 +224,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _load(url: str, clients: int, seconds: float, questions: list[str], answer: bool,
-          headers: dict, server_pid: int | None = None) -> dict:
-    """``clients`` threads, each with its own connection, for ``seconds``; with the CPU time
-    the server and the load generator (this process) spent meanwhile, per request: on a
-    machine of two cores the clients' share is not the server's to use."""
+def _load(url: str, clients: int, seconds: float, questions: list[str] | _Unseen,
+          answer: bool, headers: dict, server_pid: int | None = None) -> dict:
+    """``clients`` threads, each with its own connection, for ``seconds``, each asking a
+    random one of ``questions`` (or the next unseen one); with the CPU time the server and the
+    load generator (this process) spent meanwhile, per request: on a machine of two cores the
+    clients' share is not the server's to use."""
+    pick = questions if isinstance(questions, _Unseen) else (
+        lambda rng: rng.choice(questions))
     latencies: list[float] = []
     errors = [0]
     lock = threading.Lock()
@@ -207,7 +241,9 @@ def _load(url: str, clients: int, seconds: float, questions: list[str], answer: 
         rng = random.Random(worker)
         with httpx.Client(base_url=url, timeout=60, headers=headers) as http:
             while time.perf_counter() < stop:
-                q = rng.choice(questions)
+                q = pick(rng)
+                if q is None:
+                    return
                 t = time.perf_counter()
                 if answer:
                     r = http.post("/v1/answer", json={"question": q},
@@ -232,12 +268,25 @@ def _load(url: str, clients: int, seconds: float, questions: list[str], answer: 
     server_cpu = cpu_seconds(server_pid) - cpu_before[0] if server_pid else None
     client_cpu = cpu_seconds(os.getpid()) - cpu_before[1]
     done = max(len(latencies), 1)
-    return {"clients": clients, "seconds": round(wall, 1),
+    ran_out = isinstance(questions, _Unseen) and questions.ran_out
+    return {"clients": clients, **({"ran_out_of_questions": True} if ran_out else {}),
+            "seconds": round(wall, 1),
             "per_second": round(len(latencies) / wall, 1), "errors": errors[0],
             "latency_ms": _pct(latencies),
             "cpu_ms_per_request": {
                 "server": round(server_cpu * 1000 / done, 2) if server_cpu is not None else None,
                 "clients": round(client_cpu * 1000 / done, 2)}}
+
+
+def search_each(url: str, questions: list[str], headers: dict) -> list[float]:
+    """Each question searched once, one after the other: the latency of each, in ms."""
+    latencies = []
+    with httpx.Client(base_url=url, timeout=60, headers=headers) as http:
+        for q in questions:
+            t = time.perf_counter()
+            http.get("/v1/search", params={"q": q, "top_k": 10}).raise_for_status()
+            latencies.append((time.perf_counter() - t) * 1000)
+    return latencies
 
 
 def main() -> None:
@@ -252,27 +301,25 @@ def main() -> None:
     load_start = os.getloadavg()
     print(f"ingesting {args.copies} copies of the corpora into {work}", file=sys.stderr)
     ingest = _ingest(config)
-    questions = _questions(ingest.pop("questions"), 400)
+    headings = ingest.pop("questions")
+    questions = _questions(headings, 400)
 
     server, url = start_server(config, work)
     try:
         wait_loaded(url)
         results: dict = {"ingest": ingest, "memory": {"after_start": _rss(server.pid)}}
         headers = {"X-Citewise-Groups": "team-1"}  # public + one restricted copy
-        single = []
-        with httpx.Client(base_url=url, timeout=60, headers=headers) as http:
-            for q in questions[:5]:
-                http.get("/v1/search", params={"q": q})
-            for q in questions[5:205]:
-                t = time.perf_counter()
-                r = http.get("/v1/search", params={"q": q, "top_k": 10})
-                r.raise_for_status()
-                single.append((time.perf_counter() - t) * 1000)
-        results["search_one_client_ms"] = _pct(single)
+        search_each(url, questions[:5], headers)  # warm-up: first requests, first batch
+        results["search_one_client_ms"] = _pct(search_each(url, questions[5:205], headers))
         print(f"one client: {results['search_one_client_ms']}", file=sys.stderr)
         results["search_16_clients"] = _load(url, 16, args.seconds, questions, False, headers,
                                              server.pid)
         print(f"16 clients: {results['search_16_clients']}", file=sys.stderr)
+        results["search_16_clients_unseen"] = _load(
+            url, 16, args.seconds, _Unseen(_unseen_questions(headings, questions)), False,
+            headers, server.pid)
+        print(f"16 clients, unseen questions: {results['search_16_clients_unseen']}",
+              file=sys.stderr)
         results["memory"]["after_search"] = _rss(server.pid)
         results["answer_4_clients"] = _load(url, 4, args.seconds, questions, True, headers,
                                             server.pid)
@@ -309,9 +356,19 @@ def _dense(r: dict) -> str:
             f"ef={edge['ef']}, {edge['quantization']})")
 
 
-def _cpu(load: dict) -> str:
+def cpu_ms(load: dict, *parts: str) -> str:
+    """CPU ms per request of ``parts`` ("server", "clients") of a ``_load`` result."""
     cpu = load.get("cpu_ms_per_request")  # absent from results written before it was measured
-    return f"{cpu['server']} / {cpu['clients']} ms" if cpu else "not measured"
+    return " / ".join(str(cpu[p]) for p in parts) if cpu else "not measured"
+
+
+def _searches(label: str, load: dict | None) -> str:
+    if load is None:  # results written before the phase existed
+        return f"| {label} | not measured |"
+    short = " (ran out of questions)" if load.get("ran_out_of_questions") else ""
+    return (f"| {label}, {load['seconds']} s{short} | {load['per_second']} searches/s, p50 "
+            f"{load['latency_ms'].get('p50')} / p95 {load['latency_ms'].get('p95')} ms, "
+            f"{load['errors']} errors |")
 
 
 def _markdown(r: dict) -> str:
@@ -330,13 +387,14 @@ def _markdown(r: dict) -> str:
         "(the rest from the embedding cache) |",
         f"| Search, 1 client (query embedding included) | p50 {s1['p50']} / p95 {s1['p95']} / "
         f"p99 {s1['p99']} ms |",
-        f"| Search, 16 clients, {s16['seconds']} s | {s16['per_second']} searches/s, p50 "
-        f"{s16['latency_ms'].get('p50')} / p95 {s16['latency_ms'].get('p95')} ms, "
-        f"{s16['errors']} errors |",
+        _searches("Search, 16 clients, 400 questions asked again and again", s16),
+        _searches("Search, 16 clients, every question new", r.get("search_16_clients_unseen")),
         f"| Extractive answers, 4 clients, {a4['seconds']} s | {a4['per_second']} answers/s, "
         f"p50 {a4['latency_ms'].get('p50')} / p95 {a4['latency_ms'].get('p95')} ms, "
         f"{a4['errors']} errors |",
-        f"| CPU per request, server / clients | search {_cpu(s16)}; answer {_cpu(a4)} |",
+        f"| CPU ms per request, server / clients | search {cpu_ms(s16, 'server', 'clients')}; "
+        f"new questions {cpu_ms(r.get('search_16_clients_unseen') or {}, 'server', 'clients')};"
+        f" answer {cpu_ms(a4, 'server', 'clients')} |",
         f"| Server memory | {mem['after_start']['rss_mib']} MiB after start, "
         f"{mem['after_answers']['rss_mib']} MiB after the load (peak "
         f"{mem['after_answers']['peak_rss_mib']} MiB) |",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from citewise.index.catalog import DocumentRecord
 from citewise.index.outline import Outline
+from citewise.retrieval.answering.hidden import HiddenTitles
 from citewise.retrieval.answering.model import AnswerBlock, Citation
 from citewise.retrieval.search import SearchResult, line_link
 
@@ -42,7 +43,8 @@ class Evidence:
     outlines: dict[str, Outline]
     records: dict[str, DocumentRecord]
     relevance: dict[str, float]  # chunk id -> similarity to the question
-    hidden_titles: set[str] = field(default_factory=set)  # documents the caller may not read
+    # Titles of documents the caller may not read.
+    hidden_titles: HiddenTitles = field(default_factory=HiddenTitles)
     strip_injected: bool = False  # leave out lines aimed at a model (the injection guardrail)
 
     def documents(self, limit: int = 3) -> list[str]:
@@ -84,7 +86,7 @@ class Evidence:
     def hides(self, text: str) -> bool:
         """A sentence that only points at a document the caller may not read says nothing to
         them (and tells them it exists)."""
-        return any(title and title in text for title in self.hidden_titles)
+        return self.hidden_titles.named_in(text)
 
 
 @dataclass

@@ -36,6 +36,7 @@ from citewise.language import is_english
 from citewise.retrieval.answering.cache import SemanticCache, scope_of
 from citewise.retrieval.answering.compose import Composer
 from citewise.retrieval.answering.evidence import Composed, Evidence, points_elsewhere
+from citewise.retrieval.answering.hidden import HiddenTitles, titles_matcher
 from citewise.retrieval.answering.lexical import restates
 from citewise.retrieval.answering.markdown import blocks_from_markdown
 from citewise.retrieval.answering.model import (
@@ -97,7 +98,7 @@ class AnswerService:
         # Part of the cache scope: an answer made one way is not served for another.
         self._config = f"{'llm' if gateway else 'extractive'}|{min_score}|{passages}"
         self.passages = passages
-        self._hidden: dict[frozenset[str], tuple[float, set[str]]] = {}
+        self._hidden: dict[frozenset[str], tuple[float, HiddenTitles]] = {}
         self._hidden_lock = threading.Lock()
 
     def _prepare(self, question: str, identity: Identity, filters: SearchFilters | None,
@@ -279,7 +280,7 @@ class AnswerService:
                       blocks=[AnswerBlock(type="paragraph", text=NO_ANSWER)])
 
     def _relevance(self, q: Question, results: list[SearchResult], query_vec: np.ndarray,
-                   hidden: set[str]) -> dict[str, float]:
+                   hidden: HiddenTitles) -> dict[str, float]:
         """Each passage's similarity to the question, counting only what the caller can use:
         a sentence that points at a document they may not read, or that restates the question
         (a README's example of asking it), is taken out before measuring. A runbook that is
@@ -287,7 +288,7 @@ class AnswerService:
         texts = []
         for r in results:
             kept = [line for line in r.text.split("\n")
-                    if not any(t in line for t in hidden) and not restates(q, line)]
+                    if not hidden.named_in(line) and not restates(q, line)]
             texts.append(("\n".join(kept), len(kept) < len(r.text.split("\n"))))
         cached = self.dense.embed_documents(
             [embedding_text(r.title, r.heading, r.text) for r in results])
@@ -342,20 +343,20 @@ class AnswerService:
         return unknown
 
     def _asks_about_hidden(self, query_vec: np.ndarray, results: list[SearchResult],
-                           hidden: set[str]) -> bool:
+                           hidden: HiddenTitles) -> bool:
         """Whether the question is about a document the caller may not read, as the readable
         passages that name it show: "How do I rotate the provider keys?" when a public runbook
         says the procedure is in "Rotating payment provider API keys". Answering it from that
         runbook's other steps would be wrong; saying no more than the public text says is not.
         """
-        named = {t for r in results[:3] for t in hidden if t in r.text}
+        named = {t for r in results[:3] for t in hidden.all_named_in(r.text)}
         if not named:
             return False
         titles = sorted(named)
         vectors = self.dense.embed_documents(titles, use_cache=False)
         return bool(np.max(vectors @ query_vec) >= HIDDEN_TOPIC_SCORE)
 
-    def _hidden_titles(self, identity: Identity) -> set[str]:
+    def _hidden_titles(self, identity: Identity) -> HiddenTitles:
         """Titles of documents the caller may not read (of three words or more): a sentence
         that points at one of them is no answer for this caller."""
         key = frozenset(identity.principals())
@@ -364,8 +365,8 @@ class AnswerService:
             cached = self._hidden.get(key)
             if cached and now - cached[0] < _HIDDEN_TTL:
                 return cached[1]
-        titles = {t for t in self.catalog.titles_hidden_from(sorted(key))
-                  if len(t.split()) >= 3}
+        titles = titles_matcher(frozenset(t for t in self.catalog.titles_hidden_from(sorted(key))
+                                         if len(t.split()) >= 3))
         with self._hidden_lock:
             self._hidden[key] = (now, titles)
             if len(self._hidden) > 1000:
