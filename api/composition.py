@@ -56,6 +56,7 @@ from citewise.index.sqlite_staging import SqliteCatalogStaging
 from citewise.index.staging import CatalogStaging
 from citewise.index.vector_index import VectorIndex
 from citewise.ingest.jobs import InProcessJobQueue, JobQueue
+from citewise.ingest.pacing import Pacer
 from citewise.ingest.pipeline import IngestPipeline
 from citewise.ingest.reindex import Reindexer
 from citewise.ingest.runlock import FileRunLock, RunLock
@@ -75,6 +76,7 @@ from citewise.retrieval.search import SearchService
 from citewise.retrieval.settings import RetrievalSettings
 from citewise.retrieval.synonyms import Synonyms
 from citewise.retrieval.vocabulary import Vocabulary
+from citewise.serving import REQUESTS
 from citewise.settings import CoreSettings, comma_separated, find_source
 from citewise.sqlite import SqliteDatabase
 
@@ -560,6 +562,8 @@ def build_services(settings: Settings) -> Services:
         chunk_max_tokens=settings.ingest.chunk_max_tokens,
         work_dir=settings.data_dir,
         min_free_bytes=settings.ingest.min_free_bytes,
+        # Gives way to the requests of this process (none outside a server: never pauses).
+        pacer=Pacer(REQUESTS.busy, settings.ingest.ingest_yield),
     )
     run_lock, jobs = build_ingest_runs(settings, stores, pipeline)
     retrieval = settings.retrieval

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from citewise import metrics
 from citewise.api.problems import for_path, problem_body
 from citewise.errors import CitewiseError, InvalidRequestError
+from citewise.serving import REQUESTS
 
 Scope = dict
 Receive = Callable[[], Awaitable[dict]]
@@ -129,4 +130,8 @@ class RequestMetrics:
                     time.perf_counter() - started)
             await send(message)
 
-        await self.app(scope, receive, counted)
+        REQUESTS.started()  # what an ingest run in this process gives way to (pacing.py)
+        try:
+            await self.app(scope, receive, counted)
+        finally:
+            REQUESTS.ended()

@@ -96,7 +96,7 @@ def main() -> None:
         chunks = services.catalog.count_chunks()
     finally:
         services.close()
-    checkout = Path(citewise.__file__).resolve().parent
+    checkout = Path(citewise.__file__).resolve().parents[1]  # the bare package is core/
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True,
                             text=True).stdout.strip()
     result = {"when": datetime.now(UTC).isoformat(timespec="seconds"), "commit": commit,

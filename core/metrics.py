@@ -10,6 +10,7 @@ HTTP_REQUESTS = Counter(
 HTTP_LATENCY = Histogram(
     "citewise_http_request_seconds", "HTTP request latency", ["method", "route"]
 )
+HTTP_IN_FLIGHT = Gauge("citewise_http_requests_in_flight", "HTTP requests being answered now")
 SEARCH_LATENCY = Histogram(
     "citewise_search_seconds",
     "Time to run one search (embedding the query included)",
@@ -29,6 +30,10 @@ INGEST_CHUNKS_EMBEDDED = Counter(
 )
 INGEST_RUNS = Counter("citewise_ingest_runs_total", "Ingest runs finished", ["source", "status"])
 INGEST_RUNNING = Gauge("citewise_ingest_running", "Ingest runs in progress")
+INGEST_PAUSED = Counter(
+    "citewise_ingest_paused_seconds_total",
+    "Seconds ingest runs paused to leave the CPU to requests being served (CITEWISE_INGEST_YIELD)",
+)
 REQUESTS_BY_KEY = Counter(
     "citewise_requests_by_key_total", "API requests per API key (empty: no key), route and status",
     ["key", "route", "status"],

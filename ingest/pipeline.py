@@ -75,6 +75,7 @@ from citewise.ingest.chunking import Chunkers
 from citewise.ingest.consistency import check, reconcile
 from citewise.ingest.outline import build_outline
 from citewise.ingest.overlap import Inline, Writer
+from citewise.ingest.pacing import Pacer
 from citewise.ingest.parse import document_text, without_nul
 from citewise.ingest.progress import ProgressSink, SilentProgress
 from citewise.ingest.redact import redact_document
@@ -158,6 +159,7 @@ class IngestPipeline:
         work_dir: Path | None = None,
         min_free_bytes: int = 0,
         embed_window: int = EMBED_WINDOW,
+        pacer: Pacer | None = None,
     ) -> None:
         self.catalog = catalog
         self.sources = sources
@@ -173,6 +175,8 @@ class IngestPipeline:
         self._signature = IndexSignature(self.chunkers, dense.model_id, sparse.version)
         self.swap = VersionSwap(catalog, index, blobs)
         self.embed_window = embed_window
+        # Pauses between steps of a run while the same process serves requests (pacing.py).
+        self.pacer = pacer or Pacer()
         self._failing = threading.Lock()
         # The run lock's ``check``, set by the composition root with the lock it builds: it
         # raises (``RunLockLostError``) when the lock of the run under way went with its
@@ -251,18 +255,19 @@ class IngestPipeline:
 
         def process(batch: list[SourceDocument]) -> None:
             nonlocal window_docs, window_chunks
-            for doc in batch:
-                counts.seen += 1
-                item = self._prepare(source, doc, state, force, report)
-                if item is not None:
-                    if item.emptied:
-                        held.append(item)
-                    else:
-                        window.append(item)
-                        window_chunks += len(item.chunks)
-            window_docs += len(batch)
-            if window_chunks >= self.embed_window:
-                flush()
+            with self.pacer.step():
+                for doc in batch:
+                    counts.seen += 1
+                    item = self._prepare(source, doc, state, force, report)
+                    if item is not None:
+                        if item.emptied:
+                            held.append(item)
+                        else:
+                            window.append(item)
+                            window_chunks += len(item.chunks)
+                window_docs += len(batch)
+                if window_chunks >= self.embed_window:
+                    flush()
 
         def flush() -> None:
             """Hand the window to the embedder; its writes follow in order."""
@@ -273,10 +278,12 @@ class IngestPipeline:
             window, window_docs, window_chunks = [], 0, 0
 
             def embed() -> None:
-                texts, vectors = self._embed_batch(prepared, counts, progress)
+                with self.pacer.step():
+                    texts, vectors = self._embed_batch(prepared, counts, progress)
 
                 def store() -> None:
-                    self._store_batch(source, prepared, texts, vectors, counts, report)
+                    with self.pacer.step():
+                        self._store_batch(source, prepared, texts, vectors, counts, report)
                     progress.documents(docs)
                     self.sources.update_run(run_id, counts)
                     if on_counts:
