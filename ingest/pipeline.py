@@ -175,7 +175,7 @@ class IngestPipeline:
         self._signature = IndexSignature(self.chunkers, dense.model_id, sparse.version)
         self.swap = VersionSwap(catalog, index, blobs)
         self.embed_window = embed_window
-        # Pauses between steps of a run while the same process serves requests (pacing.py).
+        # Pauses a run while the same process answers requests (pacing.py).
         self.pacer = pacer or Pacer()
         self._failing = threading.Lock()
         # The run lock's ``check``, set by the composition root with the lock it builds: it
@@ -249,25 +249,26 @@ class IngestPipeline:
         # they run at once (this thread parses window n+2 while ``embedder`` embeds window n+1
         # and ``storer`` writes window n); with the local model, in turn (``_stages``).
         embedder, storer = self._stages()
+        self.pacer.begin()
         # Documents read and parsed, waiting until their chunks fill a window (EMBED_WINDOW).
         window: list[_Prepared] = []
         window_docs = window_chunks = 0
 
         def process(batch: list[SourceDocument]) -> None:
             nonlocal window_docs, window_chunks
-            with self.pacer.step():
-                for doc in batch:
-                    counts.seen += 1
-                    item = self._prepare(source, doc, state, force, report)
-                    if item is not None:
-                        if item.emptied:
-                            held.append(item)
-                        else:
-                            window.append(item)
-                            window_chunks += len(item.chunks)
-                window_docs += len(batch)
-                if window_chunks >= self.embed_window:
-                    flush()
+            for doc in batch:
+                counts.seen += 1
+                item = self._prepare(source, doc, state, force, report)
+                self.pacer.tick()
+                if item is not None:
+                    if item.emptied:
+                        held.append(item)
+                    else:
+                        window.append(item)
+                        window_chunks += len(item.chunks)
+            window_docs += len(batch)
+            if window_chunks >= self.embed_window:
+                flush()
 
         def flush() -> None:
             """Hand the window to the embedder; its writes follow in order."""
@@ -278,12 +279,10 @@ class IngestPipeline:
             window, window_docs, window_chunks = [], 0, 0
 
             def embed() -> None:
-                with self.pacer.step():
-                    texts, vectors = self._embed_batch(prepared, counts, progress)
+                texts, vectors = self._embed_batch(prepared, counts, progress)
 
                 def store() -> None:
-                    with self.pacer.step():
-                        self._store_batch(source, prepared, texts, vectors, counts, report)
+                    self._store_batch(source, prepared, texts, vectors, counts, report)
                     progress.documents(docs)
                     self.sources.update_run(run_id, counts)
                     if on_counts:
@@ -332,6 +331,7 @@ class IngestPipeline:
             self._write_batch(source, held, counts, report, progress)
             for record in gone:
                 self.swap.delete(record)
+                self.pacer.tick()
                 counts.deleted += 1
                 metrics.INGEST_DOCUMENTS.labels(source, "deleted").inc()
             self._note_healthy_size(source, state, force)
@@ -571,6 +571,7 @@ class IngestPipeline:
 
         def on_progress(n: int) -> None:
             progress.chunks_embedded(n)
+            self.pacer.tick()
 
         vectors = self.dense.embed_documents(texts, on_progress=on_progress)
         embedded = self.dense.embedded_count - before
@@ -615,6 +616,7 @@ class IngestPipeline:
                     # A backend error on one document: keep its old version, go on.
                     self._fail(source, report, p.doc.external_id, str(e))
             offset += n
+            self.pacer.tick()
 
     def _write_document(self, source: str, p: _Prepared, texts: list[str], vectors: Vectors,
                         on_live: Callable[[], None] | None = None) -> None:

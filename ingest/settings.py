@@ -34,9 +34,9 @@ class IngestSettings(SettingsPart):
         "what it accepts, so false is refused.")
     ingest_yield: float = Field(
         default=3.0, ge=0, description="While `citewise serve` is answering requests, an ingest "
-        "run in it pauses this many times as long as each step of its work took, so searches "
-        "keep their speed (the run works at most 1/(1+N) of the time while requests are in "
-        "flight, at full speed otherwise); 0 = never pause.")
+        "run in it pauses as it goes for this many times the CPU time it spent, so searches "
+        "keep their speed (it takes at most 1/(1+N) of a core while requests are in flight, all "
+        "it needs otherwise); 0 = never pause.")
     chunk_max_tokens: int = Field(
         default=200, description="Word-pieces per chunk (the model truncates at 256)."
     )
