@@ -151,6 +151,30 @@ def _ingest_loop(url: str, stop: threading.Event, runs: list[dict]) -> None:
                          "message": job.get("message")})
 
 
+# The server's own counts read from GET /metrics around each phase: searches, the searches it
+# asked of the index again because a document swap committed while they ran (what an ingest
+# costs them besides CPU), and the seconds the ingest paused for requests (CITEWISE_INGEST_YIELD).
+_COUNTERS = {"searches": "citewise_search_seconds_count",
+             "asked_again_for_a_swap": 'citewise_search_retries_total{reason="swap"}',
+             "ingest_paused_seconds": "citewise_ingest_paused_seconds_total"}
+
+
+def _counters(url: str) -> dict[str, float]:
+    """The counters of ``_COUNTERS`` (absent ones, as an older server lacks: left out)."""
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    values = {}
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        for key, metric in _COUNTERS.items():
+            if name == metric:
+                values[key] = float(value)
+    return values
+
+
+def _difference(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    return {k: round(v - before.get(k, 0.0), 1) for k, v in after.items()}
+
+
 def _memory(pid: int, stop: threading.Event, samples: list[tuple[float, float]]) -> None:
     while not stop.wait(RSS_EVERY):
         rss = _rss(pid).get("rss_mib")
@@ -209,11 +233,13 @@ def main() -> None:
             time.sleep(args.warmup_seconds)
             warmup.join()
         print(f"idle traffic for {args.idle_seconds:.0f} s", file=sys.stderr)
+        counted = _counters(url)
         idle = Traffic(url, questions).start()
         time.sleep(args.idle_seconds)
         idle.join()
         results["idle"] = _summary(idle.records)
         results["idle_failures"] = dict(idle.failures)
+        results["idle_counters"] = _difference(_counters(url), counted)
 
         print(f"soak for {args.minutes:.0f} min with ingests running", file=sys.stderr)
         stop = threading.Event()
@@ -222,6 +248,7 @@ def main() -> None:
         helpers = [threading.Thread(target=_ingest_loop, args=(url, stop, runs), daemon=True),
                    threading.Thread(target=_memory, args=(server.pid, stop, rss), daemon=True)]
         started = time.time()
+        counted = _counters(url)
         soak = Traffic(url, questions).start()
         for h in helpers:
             h.start()
@@ -232,6 +259,7 @@ def main() -> None:
             h.join(timeout=600)
         results["soak"] = _summary(soak.records)
         results["soak_failures"] = dict(soak.failures)
+        results["soak_counters"] = _difference(_counters(url), counted)
         results["windows"] = [
             {"from_minute": round((w - started) / 60, 1),
              **_summary([r for r in soak.records if w <= r[0] < w + WINDOW])}
@@ -272,6 +300,19 @@ def main() -> None:
     print(_markdown(results))
 
 
+def _counted(phase: str, counters: dict[str, float] | None) -> str:
+    """What the server counted during one phase, from its metrics."""
+    if not counters:
+        return f"The server's counts during the {phase} phase: not read."
+    searches = counters.get("searches") or 0
+    again = counters.get("asked_again_for_a_swap")
+    share = f" ({again / searches:.1%})" if again is not None and searches else ""
+    return (f"The server's counts during the {phase} phase: {searches:.0f} searches, "
+            f"{again if again is not None else 'not counted'} of them asked of the index again "
+            f"because a document swap committed meanwhile{share}; the ingest paused "
+            f"{counters.get('ingest_paused_seconds', 'not counted')} s for requests.")
+
+
 def _markdown(r: dict) -> str:
     done = [x for x in r["ingest_runs"] if x["status"] == "done"]
     mem = r["memory"]
@@ -303,6 +344,7 @@ def _markdown(r: dict) -> str:
     for w in r["windows"]:
         lines.append(f"| {w['from_minute']} | "
                      + " | ".join(str(w[k].get("p95")) for k, _ in MIX) + " |")
+    lines += ["", *(_counted(phase, r.get(f"{phase}_counters")) for phase in ("idle", "soak"))]
     lines += ["", f"Server memory: {mem['first_mib']} MiB at the first sample, "
               f"{mem['last_mib']} at the last, peak {mem['peak_mib']}; slope after warm-up "
               f"(the first fifth) {mem['slope_mib_per_hour_after_warmup']} MiB per hour "

@@ -21,6 +21,13 @@ SEARCH_RANK_LATENCY = Histogram(
     "Time the learned second stage adds to one search (features and model; off = never seen)",
     buckets=(0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.025, 0.05),
 )
+SEARCH_RETRIES = Counter(
+    "citewise_search_retries_total",
+    "Searches asked of the index again: a document swap committed while one ran (swap), the "
+    "index generation switched under it (generation), or its page came back short of live "
+    "hits (refill)",
+    ["reason"],
+)
 ANSWERS = Counter("citewise_answers_total", "Answers given", ["mode", "abstained"])
 INGEST_DOCUMENTS = Counter(
     "citewise_ingest_documents_total", "Documents processed by ingest runs", ["source", "outcome"]

@@ -275,6 +275,7 @@ class SearchService:
                                                    fusion or self.fusion, mark, signals)
             if after.committed == mark.committed:
                 break
+            metrics.SEARCH_RETRIES.labels("swap").inc()
             mark = after
         return [SearchResult.from_hit(h) for h in current[:wanted]], signals or Signals()
 
@@ -300,6 +301,7 @@ class SearchService:
                     after = self._mark()
                     if attempt == _SWITCHES or generation in (None, after.generation):
                         raise
+                    metrics.SEARCH_RETRIES.labels("generation").inc()
                     mark = after
                     continue
             # The catalog's versions were read before this: if the pointer has not moved
@@ -307,6 +309,7 @@ class SearchService:
             after = self._mark()
             if generation in (None, after.generation):
                 return hits, mark, after
+            metrics.SEARCH_RETRIES.labels("generation").inc()
             mark = after
         # Switched under every try: these hits were checked against another generation's
         # versions, so they may be missing documents. Better a retry than a short page.
@@ -337,6 +340,7 @@ class SearchService:
             current = [h for h in hits if live.get(h.payload.document_id) == h.payload.version]
             if len(current) >= wanted or len(hits) < limit:
                 break
+            metrics.SEARCH_RETRIES.labels("refill").inc()
             limit *= 4
         return current
 

@@ -20,6 +20,9 @@ from functools import lru_cache
 
 _END = ""  # a trie node's key for "a title ends here"
 
+# A character trie: each node maps a next character (or _END) to the node after it.
+_Trie = dict[str, "_Trie"]
+
 
 class HiddenTitles:
     """An immutable set of titles with a one-pass test for any of them occurring in a text."""
@@ -71,7 +74,7 @@ def _trie_regex(titles: Iterable[str]) -> str:
     several children an alternation of them. A node where a title ends matches there and then,
     so the longer titles under it are left out: the shorter one already answers "some title
     occurs" (the pattern is only asked for existence)."""
-    root: dict = {}
+    root: _Trie = {}
     for title in titles:
         node = root
         for ch in title:
@@ -84,7 +87,7 @@ def _trie_regex(titles: Iterable[str]) -> str:
     return _node_regex(root)
 
 
-def _node_regex(node: dict) -> str:
+def _node_regex(node: _Trie) -> str:
     # Iterative over single-child chains, recursive only at branches: a branch per level is
     # shallow, where a title's characters are not (a 200-character title would be 200 deep).
     literal = []

@@ -38,6 +38,7 @@ SURFACE: list[tuple[str, Any, Any, Any, str, Any]] = [
      "America/New_York"),
     ("schedule_catch_up", True, False, False, "true", True),
     ("serve_runs_ingest", True, False, False, "true", True),
+    ("ingest_yield", 3.0, 4.5, 4.5, "0", 0.0),
     ("qdrant_url", None, "http://toml-qdrant:6333", "http://toml-qdrant:6333",
      "http://env-qdrant:6333", "http://env-qdrant:6333"),
     ("qdrant_api_key", None, "toml-qdrant_api_key", "toml-qdrant_api_key",
@@ -243,7 +244,7 @@ def test_every_setting_is_a_variable_and_a_key_and_nothing_else(no_settings):
     removed = {"api_keys"}
     assert sorted(n for n in values if n not in tables | removed | {"config_file"}) == \
         sorted(NAMES)
-    assert len(NAMES) == len(set(NAMES)) == 109
+    assert len(NAMES) == len(set(NAMES)) == 110
 
 
 def test_defaults(no_settings):
