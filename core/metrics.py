@@ -28,6 +28,8 @@ SEARCH_RETRIES = Counter(
     "hits (refill)",
     ["reason"],
 )
+for _reason in ("swap", "generation", "refill"):
+    SEARCH_RETRIES.labels(_reason)  # exported at 0 from the start, as Prometheus advises
 ANSWERS = Counter("citewise_answers_total", "Answers given", ["mode", "abstained"])
 INGEST_DOCUMENTS = Counter(
     "citewise_ingest_documents_total", "Documents processed by ingest runs", ["source", "outcome"]

@@ -3,7 +3,8 @@
 A run inside `citewise serve` (a job, the schedule) shares the machine's cores and Python's
 interpreter lock with searches and answers. At full speed it took most of what the requests
 needed: in a 30-minute soak on two cores, search p95 went from 241 ms with the same traffic
-idle to 778 ms while forced ingests ran back to back (bench/results/soak.md, Dec 7).
+idle to 778 ms while forced ingests ran back to back
+(bench/results/soak-pacing/, Dec 7).
 
 So a run ticks after each small piece of its work (a document parsed, a batch of chunks
 embedded, a document written), and while requests are in flight each tick pauses the run for

@@ -263,7 +263,7 @@ class SearchService:
         )
         signals = Signals() if want_signals else None
         mark = self._mark()
-        for _ in range(_COMMITS):
+        for attempt in range(1, _COMMITS + 1):
             # Points of a document swap in progress are excluded inside the query; a hit whose
             # version the catalog has just replaced is dropped after it, and the page is filled
             # up again, so such points never cost the caller a result. A swap that commits
@@ -273,7 +273,7 @@ class SearchService:
             index_filter.exclude_ids = self.catalog.stale_point_ids()
             current, mark, after = self._live_hits(query, index_filter, wanted, mode,
                                                    fusion or self.fusion, mark, signals)
-            if after.committed == mark.committed:
+            if after.committed == mark.committed or attempt == _COMMITS:
                 break
             metrics.SEARCH_RETRIES.labels("swap").inc()
             mark = after
@@ -309,7 +309,8 @@ class SearchService:
             after = self._mark()
             if generation in (None, after.generation):
                 return hits, mark, after
-            metrics.SEARCH_RETRIES.labels("generation").inc()
+            if attempt < _SWITCHES:
+                metrics.SEARCH_RETRIES.labels("generation").inc()
             mark = after
         # Switched under every try: these hits were checked against another generation's
         # versions, so they may be missing documents. Better a retry than a short page.
@@ -326,7 +327,7 @@ class SearchService:
         the queries, and the generation)."""
         committed, generation = mark
         limit = wanted + 10
-        for _ in range(_REFILLS):
+        for attempt in range(1, _REFILLS + 1):
             if mode == "hybrid":
                 hits = self._hybrid(index, query, index_filter, limit, fusion, signals)
             else:
@@ -338,7 +339,7 @@ class SearchService:
             live = self.live_versions.of((h.payload.document_id for h in hits),
                                          committed=committed, generation=generation)
             current = [h for h in hits if live.get(h.payload.document_id) == h.payload.version]
-            if len(current) >= wanted or len(hits) < limit:
+            if len(current) >= wanted or len(hits) < limit or attempt == _REFILLS:
                 break
             metrics.SEARCH_RETRIES.labels("refill").inc()
             limit *= 4
