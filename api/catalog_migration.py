@@ -37,7 +37,6 @@ from typing import Any, TypeVar
 
 from citewise.api.composition import Stores
 from citewise.errors import ConfigError, ConflictError
-from citewise.index.catalog import now
 from citewise.index.generations import BUILDING, LIVE, RETIRED
 
 # The target catalog's record of where its state came from (JSON: ``source``, ``at``).
@@ -96,7 +95,9 @@ def migrate_catalog(source: Stores, target: Stores, *, origin: str, target_name:
     (host and path: what a rerun is recognised by); ``keep_generations`` copies the index
     generation facts too, for vectors that stay where they are (a Qdrant server both use).
     The caller holds the source's ingest run lock, so no run changes it meanwhile."""
-    started = now()
+    # To the microsecond: records carry their times so, and one written in the second the copy
+    # began, before it, must not count as written there afterwards (a rerun would be refused).
+    started = datetime.now(UTC).isoformat()
     _refuse_the_same_database(source, target, target_name)
     copy = _own_copy(source, target, origin, target_name, force)
     report = MigrationReport(source=origin, target=target_name, rerun=copy is not None,
