@@ -106,6 +106,17 @@ def _headings(catalog: Path) -> list[str]:
             "SELECT DISTINCT heading FROM chunks WHERE length(heading) > 12 LIMIT 6000")]
 
 
+def ingested_config(work: Path) -> Path | None:
+    """The config of a folder `bench_scale.py --work` ingested, or None after saying why a
+    bench that needs one is skipped."""
+    config = work / "citewise.toml"
+    if config.exists():
+        return config
+    print(f"skipping: {config} is absent (run bench/bench_scale.py --work {work})",
+          file=sys.stderr)
+    return None
+
+
 def stored_questions(work: Path, n: int = 400) -> list[str]:
     """The scale bench's questions over a data folder it ingested."""
     return _questions(_headings(work / "data" / "catalog.db"), n)

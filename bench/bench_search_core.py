@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_scale import stored_questions  # noqa: E402
+from bench_scale import ingested_config, stored_questions  # noqa: E402
 
 from citewise.api.composition import build_services  # noqa: E402
 from citewise.api.settings import Settings  # noqa: E402
@@ -76,10 +76,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0, help="per thread count")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
-    config = args.work / "citewise.toml"
-    if not config.exists():
-        print(f"skipping: {config} is absent (run bench/bench_scale.py --work {args.work})",
-              file=sys.stderr)
+    config = ingested_config(args.work)
+    if config is None:
         return
     settings = Settings.load(config)
     services = build_services(settings)
