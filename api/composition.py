@@ -282,6 +282,7 @@ def build_dense(settings: Settings) -> DenseEncoder:
         batch_size=settings.embedding.embedding_batch_size,
         cache=EmbeddingCache(settings.data.embedding_cache_path),
         remote=build_remote_embeddings(settings.embedding, settings.gateway),
+        units=settings.embedding.embedding_unit_precision,
     )
 
 

@@ -9,15 +9,18 @@ What it checks, in ``bench/results/soak.{md,json}``:
   server's caches: within 2x is the target;
 * the server's resident memory sampled every few seconds, and its slope after warm-up
   (the first fifth of the soak) by least squares, in MiB per hour: flat is the target;
-* the ingest runs that finished meanwhile (each re-reads and re-writes every document:
-  ``force``), so that searches meet document swaps committing all the time.
+* the ingest runs that finished meanwhile. Each re-reads and re-writes every document
+  (``force``: the CPU of a large nightly run); the versions already live are rewritten in
+  place, and before each run ``--edits`` documents of a copy of one corpus (``edited``, in the
+  data folder) get a line more, so that each run also replaces that many versions, as a
+  nightly does for what changed, and searches meet those swaps committing.
 
 The data folder is the scale bench's (``--copies`` copies of the five corpora of
 ``../shared/corpora``; 1 by default: 18.8k chunks), ingested first from the embedding cache.
 Clients are threads on loopback; streamed answers read the whole event stream.
 
     .venv/bin/python bench/bench_soak.py [--minutes 30] [--warmup-seconds 60] [--idle-seconds 60]
-        [--copies 1]
+        [--copies 1] [--edits 200]
     # -> bench/results/soak.{json,md}
 """
 
@@ -28,6 +31,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -60,6 +64,7 @@ CLIENTS = 16
 MIX = (("search", 0.6), ("answer", 0.25), ("stream", 0.15))
 RSS_EVERY = 5.0  # seconds between memory samples
 WINDOW = 300.0  # seconds per row of the latency table
+EDITED = "openshift-runbooks"  # the corpus whose copy the ingest loop edits between runs
 
 
 class Traffic:
@@ -123,10 +128,40 @@ class Traffic:
             return False, type(e).__name__
 
 
-def _ingest_loop(url: str, stop: threading.Event, runs: list[dict]) -> None:
-    """Forced ingests of every source, one after the other, until ``stop``."""
+def _edited_source(work: Path, config: Path) -> Path:
+    """A copy of one corpus in the data folder, added to ``config`` as the source ``edited``:
+    the one the ingest loop edits (the shared corpora are read in place, never written)."""
+    folder = work / "edited"
+    if not folder.exists():
+        shutil.copytree(CORPORA / EDITED, folder)
+    with config.open("a") as f:
+        f.write(f'\n[[sources]]\nname = "edited"\ntype = "folder"\npath = "{folder}"\n'
+                'readers = ["public"]\ninclude = ["*.md"]\n')
+    return folder
+
+
+def _edit(folder: Path, count: int, round_no: int) -> int:
+    """A line more at the end of ``count`` of ``folder``'s documents (the next ones in turn):
+    a new version of each for the next run. How many were edited."""
+    files = sorted(folder.rglob("*.md"))
+    if not files or count <= 0:
+        return 0
+    chosen = [files[(round_no * count + i) % len(files)] for i in range(min(count, len(files)))]
+    for path in chosen:
+        with path.open("a") as f:
+            f.write(f"\nReviewed during soak round {round_no}.\n")
+    return len(chosen)
+
+
+def _ingest_loop(url: str, stop: threading.Event, runs: list[dict], edited: Path,
+                 edits: int) -> None:
+    """Forced ingests of every source, one after the other, until ``stop``; before each,
+    ``edits`` documents of ``edited`` are changed."""
     with httpx.Client(base_url=url, timeout=60) as http:
+        round_no = 0
         while not stop.is_set():
+            round_no += 1
+            changed = _edit(edited, edits, round_no)
             started = time.time()
             try:
                 r = http.post("/v1/ingest/jobs", json={"all": True, "force": True})
@@ -147,7 +182,7 @@ def _ingest_loop(url: str, stop: threading.Event, runs: list[dict]) -> None:
                 stop.wait(10)
                 continue
             runs.append({"status": job["status"], "seconds": round(time.time() - started, 1),
-                         "sources": len(job.get("reports") or []),
+                         "sources": len(job.get("reports") or []), "edited": changed,
                          "message": job.get("message")})
 
 
@@ -212,12 +247,16 @@ def main() -> None:
     parser.add_argument("--warmup-seconds", type=float, default=60.0,
                         help="the same traffic before that, not measured: a fresh server's "
                         "first minute (cold caches) is no baseline")
+    parser.add_argument("--edits", type=int, default=200,
+                        help="documents changed before each ingest run (of a copy of "
+                        f"{EDITED}): the versions each run replaces")
     corpora_arguments(parser, copies=1)
     args = parser.parse_args()
     if not CORPORA.is_dir():
         print(f"skipping: {CORPORA} is absent (the shared corpora)", file=sys.stderr)
         return
     work, config = prepare(args.work, args.copies, args.embedding_cache, "citewise-soak-")
+    edited = _edited_source(work, config)
     print(f"ingesting {args.copies} copies of the corpora into {work}", file=sys.stderr)
     ingest = _ingest(config)
     questions = _questions(ingest.pop("questions"), 400)
@@ -245,7 +284,8 @@ def main() -> None:
         stop = threading.Event()
         runs: list[dict] = []
         rss: list[tuple[float, float]] = []
-        helpers = [threading.Thread(target=_ingest_loop, args=(url, stop, runs), daemon=True),
+        helpers = [threading.Thread(target=_ingest_loop,
+                                    args=(url, stop, runs, edited, args.edits), daemon=True),
                    threading.Thread(target=_memory, args=(server.pid, stop, rss), daemon=True)]
         started = time.time()
         counted = _counters(url)
@@ -292,6 +332,7 @@ def main() -> None:
     results["when"] = datetime.now(UTC).isoformat(timespec="seconds")
     results["minutes"] = args.minutes
     results["copies"] = args.copies
+    results["edits"] = args.edits
     results["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT,
                                        capture_output=True, text=True).stdout.strip()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -320,7 +361,9 @@ def _markdown(r: dict) -> str:
              f"{CLIENTS} clients on loopback ({', '.join(f'{k} {w:.0%}' for k, w in MIX)}) "
              f"for {r['minutes']:g} minutes against `citewise serve` over "
              f"{r['ingest_before']['chunks']} chunks ({r['copies']} copies of the five shared "
-             f"corpora), while forced ingests of every source ran back to back: {len(done)} "
+             f"corpora and a copy of {EDITED} as `edited`), while forced ingests of every "
+             f"source ran back to back, {r.get('edits', 0)} documents of `edited` changed before "
+             f"each: {len(done)} "
              f"finished ({', '.join(str(x['seconds']) + ' s' for x in done[:6])}"
              f"{', ...' if len(done) > 6 else ''}). First, the same traffic idle (no "
              f"ingest), after {r.get('warmup_seconds', 0):g} s of it unmeasured. "
@@ -328,7 +371,7 @@ def _markdown(r: dict) -> str:
              f"{r['machine']['load_at_start']} at start, {r['machine']['load_at_end']} at the "
              "end.", "",
              f"    .venv/bin/python bench/bench_soak.py --minutes {r['minutes']:g} "
-             f"--copies {r['copies']}", "",
+             f"--copies {r['copies']} --edits {r.get('edits', 0)}", "",
              f"**Errors: {r['errors']}**"
              + (f" (clients: {r['soak_failures']} {r['idle_failures']}; the ingest loop's "
                 f"requests: {r.get('ingest_errors', [])})" if r["errors"] else "") + ".",

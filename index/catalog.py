@@ -86,10 +86,10 @@ class DocumentRecord:
         return row
 
 
-# The columns of ``documents`` that hold JSON.
 # The fact that counts committed document swaps (``swaps_committed``), kept in ``meta`` by both
 # catalogs.
 SWAPS_COMMITTED = "swaps_committed"
+# The columns of ``documents`` that hold JSON.
 JSON_COLUMNS = ("readers", "tags", "metadata", "injection_chunks")
 
 
@@ -114,10 +114,21 @@ class PendingWrite:
     old_blob_key: str | None = None
     started_at: str = ""
 
+    @property
+    def in_place(self) -> bool:
+        """A write of the version already live: a forced run, or new readers on the same text.
+        The points keep their ids (``chunk_point_id``) and are overwritten where they stand, so
+        a reader sees the document all along, with its old payload or its new one. Nothing is
+        hidden while it runs and no search can miss the document because of it, so its commit
+        is not counted in ``swaps_committed`` (in the soak of Dec 7, forced runs' commits made
+        searches ask the index again 56,646 times in 85,830 searches, for nothing)."""
+        return self.kind == "write" and self.new_version is not None \
+            and self.new_version == self.old_version
+
     def stale_point_ids(self) -> list[str]:
         """Points that must not be served while this swap is open: the new version's until the
-        catalog commits it, the old version's after."""
-        if self.kind != "write":
+        catalog commits it, the old version's after; none for a write in place."""
+        if self.kind != "write" or self.in_place:
             return []
         if self.phase == "started" and self.new_version:
             return [chunk_point_id(self.document_id, self.new_version, i)

@@ -334,9 +334,10 @@ class SqliteDocumentCatalog(SqliteStore):
         conn = self._conn()
         conn.execute("UPDATE pending_writes SET phase = 'committed' WHERE document_id = ?",
                      [pending.document_id])
-        conn.execute(
-            "INSERT INTO meta (key, value) VALUES (?, '1') ON CONFLICT(key) "
-            "DO UPDATE SET value = CAST(value AS INTEGER) + 1", [SWAPS_COMMITTED])
+        if not pending.in_place:  # nothing a search could miss
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES (?, '1') ON CONFLICT(key) "
+                "DO UPDATE SET value = CAST(value AS INTEGER) + 1", [SWAPS_COMMITTED])
 
     def swaps_committed(self) -> str:
         return self.meta(SWAPS_COMMITTED) or "0"

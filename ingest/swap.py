@@ -22,6 +22,11 @@ against the catalog, so a reader sees the old version or the new one, never both
 none. Recovery of a ``started`` write deletes the new version's points (and its blob if unused);
 of a ``committed`` one, prunes the other versions and releases the old blob.
 
+A write of the version already live (a forced run, new readers on the same text) keeps the
+points' ids, so step 3 overwrites them where they stand: it hides nothing while it runs and its
+commit is not counted as a swap (``PendingWrite.in_place``), since no search can miss the
+document because of it.
+
 Deleting a document (``delete``): ``pending``; ``points`` (all of them); ``commit`` (catalog row
 and chunks gone, intent committed); ``release`` (the blob); the intent cleared. Recovery of a
 ``started`` delete finishes it, since the decision to delete was taken on a complete listing of

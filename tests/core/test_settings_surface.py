@@ -77,6 +77,7 @@ SURFACE: list[tuple[str, Any, Any, Any, str, Any]] = [
     ("embedding_dim", None, 384, 384, "768", 768),
     ("embedding_timeout", 30.0, 31.5, 31.5, "32.5", 32.5),
     ("embedding_concurrency", 4, 5, 5, "6", 6),
+    ("embedding_unit_precision", "auto", "float32", "float32", "bfloat16", "bfloat16"),
     ("chunk_max_tokens", 200, 201, 201, "202", 202),
     ("llm_base_url", None, "toml-llm_base_url", "toml-llm_base_url", "env-llm_base_url",
      "env-llm_base_url"),
@@ -244,7 +245,7 @@ def test_every_setting_is_a_variable_and_a_key_and_nothing_else(no_settings):
     removed = {"api_keys"}
     assert sorted(n for n in values if n not in tables | removed | {"config_file"}) == \
         sorted(NAMES)
-    assert len(NAMES) == len(set(NAMES)) == 110
+    assert len(NAMES) == len(set(NAMES)) == 111
 
 
 def test_defaults(no_settings):

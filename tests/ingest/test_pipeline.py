@@ -85,7 +85,9 @@ def test_edit_replaces_only_that_documents_chunks(make_services, kb):
     path = kb / "runbooks/postgres-disk-full.md"
     path.write_text(path.read_text() + "\n## Escalation\n\nPage the database on-call "
                     "engineer through the DBA escalation policy if the volume cannot grow.\n")
+    marks = services.catalog.swaps_committed()
     report = ingest(services, kb)
+    assert services.catalog.swaps_committed() != marks, "a new version is a swap searches see"
 
     assert report.counts.updated == 1 and report.counts.unchanged == 4
     new = services.catalog.get_document(doc_id)
@@ -176,8 +178,13 @@ def test_force_reingest_never_duplicates(make_services, kb):
     services = make_services()
     ingest(services, kb)
     before = services.index.count()
+    marks = services.catalog.swaps_committed()
     report = ingest(services, kb, force=True)
     assert report.counts.updated == 5
+    # Each document was written again as the version already live, in place: nothing a search
+    # could miss, so nothing that would make searches meanwhile ask the index again.
+    assert services.catalog.swaps_committed() == marks
+    assert services.catalog.pending_writes() == []
     assert report.counts.chunks_embedded == 0, "the embedding cache serves forced re-ingests"
     assert services.index.count() == before
     assert_index_matches_catalog(services)

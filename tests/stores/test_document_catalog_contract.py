@@ -151,6 +151,26 @@ def test_an_open_swap_survives_a_restart_and_hides_the_right_points(stores, open
     assert stores.catalog.pending_writes() == [] and stores.catalog.stale_point_ids() == []
 
 
+def test_a_write_of_the_live_version_hides_nothing_and_is_not_counted(stores):
+    """A forced run (or new readers on the same text) writes the version already live: its
+    points are overwritten where they stand, so no search may be told to skip them or to ask
+    again."""
+    doc = record("kb", "a.md", version="v1")
+    save(stores, doc, "one", "two")
+    pending = PendingWrite(document_id=doc.id, source="kb", kind="write", new_version="v1",
+                           new_points=2, old_version="v1", old_points=2)
+    assert pending.in_place
+    stores.catalog.begin_pending(pending)
+    assert stores.catalog.stale_point_ids() == []
+    before = stores.catalog.swaps_committed()
+    made, ids = chunks(record("kb", "a.md", version="v1", readers=["group:sre"]), "one", "two")
+    stores.catalog.commit_write(pending, record("kb", "a.md", version="v1",
+                                                readers=["group:sre"]), made, ids)
+    assert stores.catalog.swaps_committed() == before
+    assert stores.catalog.get_document(doc.id).readers == ["group:sre"]
+    assert stores.catalog.stale_point_ids() == []
+
+
 def test_a_committed_delete_removes_the_document(stores):
     doc = record("kb", "a.md")
     save(stores, doc)
