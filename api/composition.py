@@ -307,7 +307,8 @@ def model_loader(settings: Settings, dense: DenseEncoder):
             "embedding_dim": None if source.get("url") != configured.embedding_url
             else configured.embedding_dim})
         fresh = DenseEncoder(changed.embedding_model_path, batch_size=changed.embedding_batch_size,
-                             remote=build_remote_embeddings(changed, settings.gateway))
+                             remote=build_remote_embeddings(changed, settings.gateway),
+                             units=changed.embedding_unit_precision)
         fresh.warm_up()  # the weights (or the endpoint) answer before anything waits on them
         fresh.count_tokens("warm up")
         return ModelChange(fresh.model_id, fresh.dim, lambda: dense.adopt(fresh))

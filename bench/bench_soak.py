@@ -182,6 +182,7 @@ def _ingest_loop(url: str, stop: threading.Event, runs: list[dict], edited: Path
                 stop.wait(10)
                 continue
             runs.append({"status": job["status"], "seconds": round(time.time() - started, 1),
+                         "finished_at": time.time(),
                          "sources": len(job.get("reports") or []), "edited": changed,
                          "message": job.get("message")})
 
@@ -215,6 +216,11 @@ def _memory(pid: int, stop: threading.Event, samples: list[tuple[float, float]])
         rss = _rss(pid).get("rss_mib")
         if rss is not None:
             samples.append((time.time(), float(rss)))
+
+
+def _nearest(samples: list[tuple[float, float]], when: float) -> float | None:
+    """The memory sample taken nearest ``when``."""
+    return min(samples, key=lambda s: abs(s[0] - when))[1] if samples else None
 
 
 def slope_per_hour(samples: list[tuple[float, float]]) -> float | None:
@@ -312,6 +318,10 @@ def main() -> None:
             "last_mib": rss[-1][1] if rss else None,
             "peak_mib": max((m for _, m in rss), default=None),
             "slope_mib_per_hour_after_warmup": slope_per_hour([s for s in rss if s[0] >= warm]),
+            # The same moment of each ingest cycle, compared like for like: a run's end.
+            "at_each_run_end_mib": [_nearest(rss, x["finished_at"]) for x in runs
+                                    if x.get("finished_at")],
+            "series": [(round(t - started), m) for t, m in rss],
         }
         results["ingest_runs"] = runs
     finally:
@@ -391,7 +401,9 @@ def _markdown(r: dict) -> str:
     lines += ["", f"Server memory: {mem['first_mib']} MiB at the first sample, "
               f"{mem['last_mib']} at the last, peak {mem['peak_mib']}; slope after warm-up "
               f"(the first fifth) {mem['slope_mib_per_hour_after_warmup']} MiB per hour "
-              f"({mem['samples']} samples, every {RSS_EVERY:g} s).", ""]
+              f"({mem['samples']} samples, every {RSS_EVERY:g} s); at the end of each ingest "
+              f"run: {', '.join(f'{m:g}' for m in mem.get('at_each_run_end_mib') or [])} MiB.",
+              ""]
     return "\n".join(lines)
 
 

@@ -349,7 +349,7 @@ class PostgresDocumentCatalog(PostgresStore):
         self.database.execute(
             "UPDATE pending_writes SET phase = 'committed' WHERE document_id = %s",
             [pending.document_id])
-        if not pending.in_place:  # nothing a search could miss
+        if pending.takes_a_version_away:  # else nothing a search could miss
             self.database.execute(
                 "INSERT INTO meta (key, value) VALUES (%s, '1') ON CONFLICT (key) "
                 "DO UPDATE SET value = (meta.value::bigint + 1)::text", [SWAPS_COMMITTED])

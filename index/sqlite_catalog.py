@@ -334,7 +334,7 @@ class SqliteDocumentCatalog(SqliteStore):
         conn = self._conn()
         conn.execute("UPDATE pending_writes SET phase = 'committed' WHERE document_id = ?",
                      [pending.document_id])
-        if not pending.in_place:  # nothing a search could miss
+        if pending.takes_a_version_away:  # else nothing a search could miss
             conn.execute(
                 "INSERT INTO meta (key, value) VALUES (?, '1') ON CONFLICT(key) "
                 "DO UPDATE SET value = CAST(value AS INTEGER) + 1", [SWAPS_COMMITTED])

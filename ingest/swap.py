@@ -25,7 +25,8 @@ of a ``committed`` one, prunes the other versions and releases the old blob.
 A write of the version already live (a forced run, new readers on the same text) keeps the
 points' ids, so step 3 overwrites them where they stand: it hides nothing while it runs and its
 commit is not counted as a swap (``PendingWrite.in_place``), since no search can miss the
-document because of it.
+document because of it. Nor is a document's first version (``takes_a_version_away``): a search
+that straddles its commit finds the new document whole or not at all.
 
 Deleting a document (``delete``): ``pending``; ``points`` (all of them); ``commit`` (catalog row
 and chunks gone, intent committed); ``release`` (the blob); the intent cleared. Recovery of a

@@ -3,10 +3,12 @@
 Every search drops hits whose document version is not the catalog's live one (a re-ingest
 writes the new version beside the old: ``ingest/swap.py``), and asking the catalog for the
 versions of a page's documents was a tenth of a search's CPU at 113k chunks
-(bench/results/profile-before.md). The answer only changes when a swap commits, and the
-catalog counts those (``DocumentCatalog.swaps_committed``), which each search already reads
-to notice a swap that commits while it runs. So the versions are kept for as long as that
-count and the index generation stay what they were, and forgotten together when either moves.
+(bench/results/profile-before.md). A live version only changes or goes when a swap that
+takes one away commits, and the catalog counts those (``DocumentCatalog.swaps_committed``),
+which each search already reads to notice a swap that commits while it runs. So the versions
+are kept for as long as that count and the index generation stay what they were, and
+forgotten together when either moves. A document's first version is not counted (it takes
+nothing away): that is why only the versions found are remembered, never a document's absence.
 
 Correctness does not rest on the memory being fresh: a search that sees the count change
 while it ran is asked again (``SearchService._fused``), and permissions never depend on

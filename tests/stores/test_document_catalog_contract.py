@@ -171,6 +171,24 @@ def test_a_write_of_the_live_version_hides_nothing_and_is_not_counted(stores):
     assert stores.catalog.stale_point_ids() == []
 
 
+def test_a_first_version_is_hidden_until_committed_and_not_counted(stores):
+    """A document's first version takes nothing away from any search: its points are hidden
+    until the commit, and the commit does not make searches ask again."""
+    stores.sources.ensure_source("kb", "folder", {})
+    doc = record("kb", "new.md", version="v1")
+    pending = PendingWrite(document_id=doc.id, source="kb", kind="write", new_version="v1",
+                           new_points=2)
+    assert not pending.takes_a_version_away and not pending.in_place
+    stores.catalog.begin_pending(pending)
+    assert sorted(stores.catalog.stale_point_ids()) == sorted(
+        chunk_point_id(doc.id, "v1", i) for i in range(2))
+    before = stores.catalog.swaps_committed()
+    made, ids = chunks(doc, "one", "two")
+    stores.catalog.commit_write(pending, doc, made, ids)
+    assert stores.catalog.swaps_committed() == before
+    assert stores.catalog.current_versions([doc.id]) == {doc.id: "v1"}
+
+
 def test_a_committed_delete_removes_the_document(stores):
     doc = record("kb", "a.md")
     save(stores, doc)
