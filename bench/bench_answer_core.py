@@ -19,6 +19,7 @@ It measures whichever checkout's ``citewise`` the interpreter imports, so a base
 virtual environment can run this file against the same data folder:
 
     .venv/bin/python bench/bench_answer_core.py --work /path/scale [--questions 100]
+    CITEWISE_EMBEDDING_UNIT_PRECISION=float32 .venv/bin/python bench/bench_answer_core.py ...
     /path/base/.venv/bin/python bench/bench_answer_core.py --work /path/scale --out /tmp/base
     # -> bench/results/answer-core.{json,md}
 """
@@ -92,6 +93,7 @@ def main() -> None:
         again = _pass(services, questions)
         print(f"again: {again}", file=sys.stderr)
         chunks = services.catalog.count_chunks()
+        units = services.search.dense.units
     finally:
         services.close()
     checkout = Path(citewise.__file__).resolve().parents[1]  # the bare package is core/
@@ -101,7 +103,7 @@ def main() -> None:
               "checkout": str(checkout), "work": str(args.work), "chunks": chunks,
               "cpus": os.cpu_count(), "load_at_start": [round(x, 2) for x in load],
               "load_at_end": [round(x, 2) for x in os.getloadavg()],
-              "new": new, "again": again,
+              "unit_precision": units, "new": new, "again": again,
               "units_cpu_ms_per_answer": round(new["cpu_ms_per_answer"]
                                                - again["cpu_ms_per_answer"], 1)}
     args.out.mkdir(parents=True, exist_ok=True)
@@ -118,7 +120,8 @@ def _markdown(r: dict, args: argparse.Namespace) -> str:
         "time, no HTTP, questions already embedded, the semantic cache bypassed, the scale "
         f"bench's caller (public + team-1). Checkout `{r['checkout']}` at `{r['commit']}`, "
         f"{r['cpus']} CPUs, load average {r['load_at_start']} at start, {r['load_at_end']} at "
-        "the end. CPU: this process, all its threads (torch uses two).", "",
+        "the end. CPU: this process, all its threads (torch uses two). Answer units embedded "
+        f"in {r.get('unit_precision', 'float32')} (`CITEWISE_EMBEDDING_UNIT_PRECISION`).", "",
         f"    .venv/bin/python bench/bench_answer_core.py --work {args.work} "
         f"--questions {args.questions}", "",
         "| Pass | Answers (abstained) | CPU ms / answer | Wall ms / answer | "

@@ -75,7 +75,9 @@ def serve(obj: Context, host: str | None, port: int | None,
     from citewise.api.reload import ConfigReloader
     from citewise.api.remote import remove_server_file, write_server_file
     from citewise.api.startup import Startup
+    from citewise.malloc_arenas import limit_malloc_arenas
 
+    limit_malloc_arenas()  # before any thread starts: see citewise/malloc_arenas.py
     settings = obj.settings
     host = host or settings.server.host
     port = port or settings.server.port

@@ -1,0 +1,38 @@
+"""Fewer glibc malloc arenas in the processes that run for days (`citewise serve`, `worker`).
+
+glibc gives each new thread that allocates an arena of its own, up to eight per core, and
+memory freed in one arena is reused only by the threads that share it. A server runs some
+forty threads (uvicorn's, the request thread pool, torch's, an ingest run's), and in the soak
+of Dec 7 (forced ingests inside the server beside 16 clients) 1.9 GB of its 2.6 GB resident
+memory was such arenas, each ~64 MiB and nearly all resident, and it grew by ~10 MiB a minute.
+Capping them is the usual cure for Python servers (the Python and glibc documentation call the
+knob ``MALLOC_ARENA_MAX``): freed memory is found again by the next thread that needs it, so
+the footprint follows what is in use rather than the history of which thread freed what.
+
+``MALLOC_ARENA_MAX``, when the operator sets it, is glibc's own and wins (glibc read it at
+start): nothing is changed then. Elsewhere than glibc (musl, macOS) there is nothing to do.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+
+M_ARENA_MAX = -8  # <malloc.h>
+# Two: the main arena and one more. Python's interpreter lock keeps most threads from
+# allocating at once anyway, so they rarely wait on each other for an arena.
+DEFAULT_ARENAS = 2
+
+
+def limit_malloc_arenas(arenas: int = DEFAULT_ARENAS) -> int | None:
+    """Let glibc make at most ``arenas`` arenas from now on (call it before starting threads);
+    the cap set, or None where nothing was changed (not glibc, or ``MALLOC_ARENA_MAX`` set)."""
+    if os.environ.get("MALLOC_ARENA_MAX") or not sys.platform.startswith("linux"):
+        return None
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):  # musl and others: another allocator
+        return None
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    return arenas if mallopt(M_ARENA_MAX, arenas) == 1 else None

@@ -1,0 +1,56 @@
+"""The arena cap is real: threads allocating at once in a fresh interpreter get an arena each
+without it and share the main one and one more with it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+# Sixteen threads start allocating together and keep what they allocated; then the process
+# counts glibc's arenas other than the main one: their heaps are anonymous read-write mappings
+# aligned to 64 MiB (HEAP_MAX_SIZE on 64-bit glibc).
+SCRIPT = """
+import sys, threading
+from citewise.malloc_arenas import limit_malloc_arenas
+cap = limit_malloc_arenas(2) if sys.argv[1] == "cap" else None
+start, kept = threading.Barrier(16), []
+def work():
+    start.wait()
+    kept.append([bytearray(64 * 1024) for _ in range(8)])
+threads = [threading.Thread(target=work) for _ in range(16)]
+for t in threads: t.start()
+for t in threads: t.join()
+arenas = 0
+for line in open("/proc/self/maps"):
+    fields = line.split()
+    low = int(fields[0].split("-")[0], 16)
+    if len(fields) == 5 and fields[1] == "rw-p" and low % (64 << 20) == 0:
+        arenas += 1
+print(cap, arenas)
+"""
+
+
+def _run(mode: str) -> tuple[str, int]:
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    out = subprocess.run([sys.executable, "-c", SCRIPT, mode], env=env, capture_output=True,
+                         text=True, timeout=60, check=True).stdout.split()
+    return out[0], int(out[1])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's arenas: Linux only")
+def test_threads_share_two_arenas_with_the_cap_and_not_without():
+    cap, capped = _run("cap")
+    _, free = _run("free")
+    assert cap == "2"
+    assert capped <= 1, f"{capped} arenas besides the main one with the cap of 2"
+    assert free > capped + 2, f"without the cap {free} arenas, with it {capped}"
+
+
+def test_an_operators_malloc_arena_max_wins(monkeypatch):
+    from citewise.malloc_arenas import limit_malloc_arenas
+
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert limit_malloc_arenas(2) is None
