@@ -77,7 +77,7 @@ def serve(obj: Context, host: str | None, port: int | None,
     from citewise.api.startup import Startup
     from citewise.malloc_arenas import limit_malloc_arenas
 
-    limit_malloc_arenas()  # before any thread starts: see citewise/malloc_arenas.py
+    limit_malloc_arenas()  # before any thread starts: see core/malloc_arenas.py
     settings = obj.settings
     host = host or settings.server.host
     port = port or settings.server.port

@@ -48,7 +48,7 @@ def worker(obj: Context) -> None:
     from citewise.api.reload import ConfigReloader
     from citewise.malloc_arenas import limit_malloc_arenas
 
-    limit_malloc_arenas()  # before any thread starts: see citewise/malloc_arenas.py
+    limit_malloc_arenas()  # before any thread starts: see core/malloc_arenas.py
     settings = obj.settings
     log = logging.getLogger("citewise")
     if not settings.database_url:
