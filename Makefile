@@ -119,6 +119,8 @@ eval: setup
 		$(BIN)/citewise --config bench/corpora.toml ingest --all || [ $$? -eq 3 ]; \
 		$(BIN)/citewise --config bench/corpora.toml eval --qa bench/golden/shared-corpora.jsonl \
 			--configs default --out bench/results/shared-corpora.json; \
+		$(BIN)/citewise --config bench/corpora.toml eval --qa bench/golden/dev.jsonl \
+			--configs default --out bench/results/dev.json; \
 		$(BIN)/citewise --config bench/corpora.toml eval --qa bench/golden/blind.jsonl \
 			--configs default --out bench/results/blind.json; \
 	else \

@@ -94,6 +94,10 @@ class _Markdown:
             return self.list_block(i)
         if t.type == "table_open":
             return self.table(i)
+        if t.type == "html_block" and "<table" in t.content.lower():
+            # A table written as HTML inside Markdown (exports from Google Docs do this): the
+            # rows an answer quotes, with their headers, as a Markdown table's would be.
+            return _embedded_table(t.content, self.line(t), self.line(t, end=True)), i + 1
         if t.type == "blockquote_open":
             close = self._close_of(i)
             inner = [inline_text(x) for x in self.tokens[i:close] if x.type == "inline"]
@@ -301,16 +305,46 @@ def _html_list(el: HtmlElement, ordered: bool, line: Callable[[HtmlElement], int
 
 def _html_table(el: HtmlElement, line: Callable[[HtmlElement], int | None],
                 text_of: Callable[[HtmlElement], str]) -> Block:
-    rows = []
+    rows: list[list[str]] = []
     header: list[str] = []
     for tr in el.iter("tr"):
         cells = [c for c in tr if isinstance(c.tag, str) and c.tag in ("td", "th")]
         values = [text_of(c) for c in cells]
-        if not header and cells and all(c.tag == "th" for c in cells):
-            header = values
+        if not header and not rows and cells and (
+                all(c.tag == "th" for c in cells) or _all_bold(cells)):
+            header = [v.replace("**", "") for v in values]
         elif any(values):
             rows.append(values)
     return Block("table", header=header, rows=rows, start_line=line(el))
+
+
+def _all_bold(cells: list[HtmlElement]) -> bool:
+    """A first row of bold cells is the header: word processors' exports write it so."""
+    filled = [c for c in cells if c.text_content().strip()]
+    return bool(filled) and all(
+        len(c) == 1 and c[0].tag in ("strong", "b")
+        and c[0].text_content().strip() == c.text_content().strip() for c in filled)
+
+
+def _embedded_table(html: str, start: int | None, end: int | None) -> Block | None:
+    """The first table of an HTML block inside Markdown, its lines counted in the file."""
+    from lxml import etree
+    from lxml import html as lxml_html
+
+    try:
+        root = lxml_html.fragment_fromstring(html, create_parent="div")
+    except (etree.ParserError, ValueError):
+        return None
+    table = next(root.iter("table"), None)
+    if table is None:
+        return None
+
+    def line(el: HtmlElement) -> int | None:
+        return start + el.sourceline - 1 if start and el.sourceline else start
+
+    block = _html_table(table, line, lambda el: _SPACES.sub(" ", _inline_html(el)).strip())
+    block.end_line = end
+    return block if block.rows else None
 
 
 # Plain text ------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from citewise.index.generations import LIVE, pinned
 from citewise.index.payload import ChunkPayload
 from citewise.index.sparse import Bm25Encoder
 from citewise.index.vector_index import IndexFilter, SparseVector, VectorHit, VectorIndex
+from citewise.retrieval.alert_runbooks import LOOKUP_DEPTH, runbooks_first
 from citewise.retrieval.fusion import FusionConfig, fuse
 from citewise.retrieval.live_versions import LiveVersions
 from citewise.retrieval.ranking.signals import Signals
@@ -227,6 +228,9 @@ class SearchService:
         if self.reranker is not None:
             results = self._rerank(self.reranker, query.strip(),
                                    results[:max(top_k, self.rerank_candidates)])
+        # Last, so that no later stage puts a sibling alert's runbook back above it.
+        results = runbooks_first(query, results, lambda name: self._fused(
+            name, identity, LOOKUP_DEPTH, LOOKUP_DEPTH, filters, "sparse", None, False)[0])
         metrics.SEARCH_LATENCY.observe(time.perf_counter() - started)
         return results[:top_k]
 

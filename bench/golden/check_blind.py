@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Mechanical check of bench/golden/blind.jsonl (stdlib only; does not import citewise).
+"""Mechanical check of bench/golden/blind.jsonl, or of dev.jsonl (stdlib only; does not import
+citewise). A file's rows must all carry its own split: "blind" in blind.jsonl, "dev" in dev.jsonl.
 
 Every line parses; fields are exactly the expected ones with the expected types;
 every relevant path exists under the corpora root; every must_contain_any string
 occurs verbatim in at least one relevant file. Prints counts per corpus and kind.
 
-usage: python3 bench/golden/check_blind.py [blind.jsonl] [corpora root]
+usage: python3 bench/golden/check_blind.py [blind.jsonl | dev.jsonl] [corpora root]
 """
 import collections
 import json
@@ -14,6 +15,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PATH = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "blind.jsonl")
+SPLIT = os.path.splitext(os.path.basename(PATH))[0]
 ROOT = sys.argv[2] if len(sys.argv) > 2 else os.environ.get("CORPORA", "/work/shared/corpora")
 FIELDS = {"question": str, "relevant": list, "answerable": bool, "kind": str,
           "must_contain_any": list, "split": str, "paraphrased": bool}
@@ -46,7 +48,7 @@ for i, line in enumerate(open(PATH, encoding="utf-8"), 1):
     seen.add(q.lower())
     if row["kind"] not in KINDS:
         errors.append(f"{where}: kind {row['kind']!r}")
-    if row["split"] != "blind":
+    if row["split"] != SPLIT:
         errors.append(f"{where}: split {row['split']!r}")
     per_kind[row["kind"]] += 1
     para += row["paraphrased"]

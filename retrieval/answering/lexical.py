@@ -89,6 +89,10 @@ def restates(q: Question, text: str) -> bool:
     question = re.sub(r"[^a-z0-9 ]", "", q.text.lower()).strip()
     if len(question) > 20 and question in re.sub(r"[^a-z0-9 ]", "", text.lower()):
         return True
+    # A value the question lacks is what it asks for: "Support & Trial channels: 5 years
+    # retention" answers "retention for support & trial channels?" in one new word.
+    if set(re.findall(r"\d+", text)) - set(re.findall(r"\d+", q.text)):
+        return False
     words = content_words(text)
     novel = words - content_words(q.text)
     return len(words) >= 4 and len(novel) <= len(words) // 5

@@ -46,8 +46,9 @@ _NOT_FILES = frozenset({"e.g", "i.e", "etc", "vs"})
 # file lists ...", "what's the TTL ...", "what command ...". Each with what such a thing
 # looks like in a document.
 _ASKS = {
-    "flag": re.compile(r"\b(what|which)\s+(\w+\s+)?(flag|option|switch|argument|parameter|"
-                       r"param|arg)s?\b", re.I),
+    # "flag" on its own asks for one too: "tsh login flag to request the read-only role".
+    "flag": re.compile(r"\b(what|which)\s+(\w+\s+)?(option|switch|argument|parameter|"
+                       r"param|arg)s?\b|\bflags?\b", re.I),
     "file": re.compile(r"\b(what|which)\s+(\w+\s+)?(file|path|directory|dir|folder)s?\b|"
                        r"\bwhere (is|are|do|does)\b.*\b(stored|kept|written|logged|listed|"
                        r"saved|configured|defined)\b|"
@@ -60,16 +61,19 @@ _ASKS = {
     "command": re.compile(r"\b(what|which)\s+(\w+\s+)?(command|cmd|script|cli|invocation)s?\b",
                           re.I),
     "setting": re.compile(r"\b(what|which)\s+(\w+\s+)?(setting|variable|env var|env|key|"
-                          r"label|annotation|field|parameter)s?\b", re.I),
+                          r"label|annotation|field|parameter)s?\b|\b(knob|env var)s?\b|"
+                          r"\bwhat (do|should|must) (i|we|you) (set|put|add|change)\b", re.I),
 }
 # What a thing of each kind looks like in a unit of a document.
 LOOKS_LIKE = {
     "flag": FLAG,
     "file": re.compile(PATH.pattern),
     "duration": re.compile(r"(?<![\w.:/-])\d+(?:[.,]\d+)?\s?(?:ms|s|secs?|seconds?|m|mins?|"
-                           r"minutes?|h|hrs?|hours?|d|days?|weeks?|months?)\b|\b(?:an?|one) "
-                           r"(?:second|minute|hour|day|week|month)\b|\b(?:hourly|daily|weekly|"
-                           r"monthly|nightly)\b", re.I),
+                           r"minutes?|h|hrs?|hours?|d|days?|weeks?|months?|y|yrs?|years?)\b|"
+                           r"\b(?:an?|one|two|three|four|five|six|seven|eight|nine|ten|twelve|"
+                           r"fifteen|thirty|sixty|a few|several) (?:seconds?|minutes?|hours?|"
+                           r"days?|(?:business |working )?days|weeks?|months?|years?)\b|"
+                           r"\b(?:hourly|daily|weekly|monthly|nightly|yearly|annually)\b", re.I),
     # A value, not a digit inside a name ("user:123", "fe-01", "v2").
     "number": re.compile(r"(?<![\w.:/<-])\d+(?:[.,:]\d+)*(?![\w:/>-]*[A-Za-z]\d|[\w:/>-]*[:/>])"),
     "command": re.compile(r"`[^`]{3,}`"),
@@ -124,3 +128,44 @@ def named_things(q: Question) -> list[NamedThing]:
 def asked_kinds(q: Question) -> list[str]:
     """The kinds of thing the question asks for ("what flag": flag), in the order above."""
     return [kind for kind, cue in _ASKS.items() if cue.search(q.text)]
+
+
+# A value asked for in a unit ("how many seconds", "size in GB", "at what %"): the answer must
+# state one of that dimension. Each: how the question asks, and how a value looks.
+# "In <unit>" asks only beside a word that asks for a value ("threshold in seconds", "size in
+# GB"); "the credentials lapse in days" asks for none.
+_VALUE_CUE = re.compile(r"\b(what|which|threshold|size|limit|quota|default|max(imum)?|"
+                        r"min(imum)?|timeout|how (long|much|big|large))\b", re.I)
+_TIME_UNITS = (r"(ms|milliseconds?|seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|weeks?|"
+               r"months?|years?)")
+_SIZE_UNITS = r"(bytes|kb|kib|mb|mib|gb|gib|tb|tib)"
+_MONTHS = (r"(jan(uary)?|feb(ruary)?|mar(ch)?|apr(il)?|may|june?|july?|aug(ust)?|"
+           r"sep(tember)?|oct(ober)?|nov(ember)?|dec(ember)?)")
+_DATE = (rf"\b\d{{1,2}}(st|nd|rd|th)?\s+{_MONTHS}\b|\b{_MONTHS}\s+\d{{1,2}}(st|nd|rd|th)?\b|"
+         r"\b\d{4}-\d{2}-\d{2}\b")
+_DIMENSIONS = {
+    # A date answers "how many days ahead" as well ("by 1 December").
+    "time": (re.compile(rf"\bhow many\s+{_TIME_UNITS}\b|\bin\s+{_TIME_UNITS}\b", re.I),
+             re.compile(LOOKS_LIKE["duration"].pattern + "|" + _DATE, re.I)),
+    "size": (re.compile(rf"\bhow many\s+{_SIZE_UNITS}\b|\bin\s+{_SIZE_UNITS}\b", re.I),
+             re.compile(r"\d+(?:[.,]\d+)?\s?(?:bytes?|[kmgt]i?b)\b", re.I)),
+    "percent": (re.compile(r"\b(what|which)\s*(%|percent(age)?)|\bwhat\s*%|\bin percent\b",
+                           re.I),
+                re.compile(r"\d+(?:[.,]\d+)?\s?%|\b\d+(?:[.,]\d+)?\s?percent\b", re.I)),
+}
+
+
+def asked_unit(q: Question) -> tuple[str, str] | None:
+    """The dimension of a value the question asks for in a unit, with the words that ask
+    ("how many seconds": time), or None."""
+    for dimension, (asks, _) in _DIMENSIONS.items():
+        m = asks.search(q.text)
+        if m and (not m.group(0).lower().startswith("in") or _VALUE_CUE.search(q.text)):
+            return dimension, m.group(0)
+    return None
+
+
+def states_value(dimension: str, text: str) -> bool:
+    """Whether ``text`` states a value of ``dimension`` ("15 minutes", "8 GiB", "90%"): a
+    placeholder ("XX seconds") or the unit alone ("a measure, in seconds") does not."""
+    return bool(_DIMENSIONS[dimension][1].search(text))

@@ -40,6 +40,7 @@ from citewise.retrieval.answering.question import Question
 from citewise.retrieval.answering.quoting import (
     PLACEHOLDER,
     SENTENCE,
+    introduced_block,
     is_reading_list,
     sentence_in_context,
     step_of_item,
@@ -295,6 +296,11 @@ def _blocks_of(ev: Evidence, u: Unit) -> tuple[list[AnswerBlock], str, int | Non
     if u.kind == "sentence":
         text = sentence_in_context(u.block, u.text)
         out.append(AnswerBlock(type="paragraph", text=trim(text)))
+        code = introduced_block(ev, u.section, u.block, text)
+        if code is not None:
+            out.append(AnswerBlock(type="code", text=code.text, language=code.language))
+            u.end = code.end_line or u.end
+            text = f"{text}\n{code.text}"
         return out, text, start
     if u.kind == "item" and u.item is not None:
         step = step_of_item(ev, u.item)

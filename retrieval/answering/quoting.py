@@ -74,6 +74,28 @@ def sentence_in_context(block: Block, sentence: str) -> str:
     return " ".join(parts[lo:hi])
 
 
+# What a sentence that announces a block ("as follows:") may bring along: a command or a
+# config snippet is the point of the sentence, a long listing is not.
+MAX_INTRODUCED_CODE = 1200
+
+
+def introduced_block(ev: Evidence, section: Section, block: Block, text: str) -> Block | None:
+    """The code block a quoted paragraph announces, when ``text`` ends it with a colon and the
+    code comes next: "Update the `teams.yml` file as follows:" without its YAML tells the
+    reader there is something to do and not what. A list is not brought (its items are units
+    of their own, and ``item_in_context`` frames them)."""
+    if block.kind != "paragraph" or not text.rstrip().endswith(":") \
+            or not block.text.rstrip().endswith(text.rstrip()):
+        return None
+    k = next((i for i, b in enumerate(section.blocks) if b is block), None)
+    if k is None or k + 1 >= len(section.blocks):
+        return None
+    after = section.blocks[k + 1]
+    if after.kind != "code" or len(after.text) > MAX_INTRODUCED_CODE or ev.hides(after.text):
+        return None
+    return after
+
+
 def first_sentence(section: Section) -> str:
     """What a section says first; a sentence that only opens a list ("Any of:") comes with the
     list's first item, which is what it says."""

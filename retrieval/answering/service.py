@@ -33,6 +33,7 @@ from citewise.index.catalog import DocumentCatalog
 from citewise.index.dense import DenseEncoder, embedding_text
 from citewise.index.injection import injection_score, is_injection
 from citewise.language import is_english
+from citewise.retrieval.alert_runbooks import alert_names, names_runbook
 from citewise.retrieval.answering.cache import SemanticCache, scope_of
 from citewise.retrieval.answering.compose import Composer
 from citewise.retrieval.answering.evidence import Composed, Evidence, points_elsewhere
@@ -46,6 +47,7 @@ from citewise.retrieval.answering.model import (
     Citation,
     render_markdown,
 )
+from citewise.retrieval.answering.named_things import asked_unit, states_value
 from citewise.retrieval.answering.prompt import NO_ANSWER_TOKEN, PromptPassage, build_messages
 from citewise.retrieval.answering.question import Question, analyse
 from citewise.retrieval.answering.strategies.protocol import Scorer
@@ -133,7 +135,12 @@ class AnswerService:
         # out the runbook it points at.
         bar = max((relevance[r.chunk_id] for r in results if not points_elsewhere(r)),
                   default=evidence)
-        kept = [r for r in results if relevance[r.chunk_id] >= bar - 0.2]
+        # The runbook of an alert the question names stays, however little it says: search put
+        # it first (``retrieval/alert_runbooks.py``), and a sibling's is no answer.
+        # Only it answers: a sibling's procedure, however complete, is for another alert.
+        alerts = alert_names(question)
+        kept = [r for r in results if any(names_runbook(r, a) for a in alerts)] or \
+            [r for r in results if relevance[r.chunk_id] >= bar - 0.2]
         ev = Evidence(
             results=kept,
             outlines=self.catalog.outlines(r.document_id for r in kept),
@@ -147,6 +154,12 @@ class AnswerService:
         composed = Composer(self._scorer(query_vec), self.search.synonyms).compose(q, ev)
         if composed is None or not composed.blocks:
             return self._abstain(q, evidence, "no passage holds an answer to quote")
+        # "How many seconds before it fires": passages about the alert that never give the
+        # number are not its answer (a runbook that writes "XX seconds" has not decided it).
+        unit = asked_unit(q)
+        if unit is not None and not states_value(unit[0], render_markdown(composed.blocks)):
+            return self._abstain(q, evidence, f"the passages you may read give no value for "
+                                              f"'{unit[1]}'")
         return _Prepared(q, ev, composed, evidence, decisions)
 
     def _cached(self, question: str, identity: Identity, filters: SearchFilters | None,

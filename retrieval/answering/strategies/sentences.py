@@ -35,6 +35,7 @@ from citewise.retrieval.answering.model import AnswerBlock
 from citewise.retrieval.answering.question import Question
 from citewise.retrieval.answering.quoting import (
     SENTENCE,
+    introduced_block,
     item_in_context,
     sentence_in_context,
     trim,
@@ -133,8 +134,14 @@ class SentencesStrategy:
             if blocks and blocks[-1].text and (text in blocks[-1].text or blocks[-1].text in text):
                 blocks[-1].text = max(text, blocks[-1].text, key=len)  # one passage, once
                 continue
-            n = cites.cite(d, s.path, s.anchor, b.start_line, b.end_line, text)
+            code = introduced_block(ev, s, b, text)
+            end = code.end_line if code is not None and code.end_line else b.end_line
+            n = cites.cite(d, s.path, s.anchor, b.start_line, end,
+                           text if code is None else f"{text}\n{code.text}")
             blocks.append(AnswerBlock(type="paragraph", text=trim(text), citations=[n]))
+            if code is not None:
+                blocks.append(AnswerBlock(type="code", text=code.text, language=code.language,
+                                          citations=[n]))
         return Composed(blocks, cites.all(), best, list(dict.fromkeys(u[0] for u in chosen)))
 
     def _chunk_sentences(self, q: Question, ev: Evidence, limit: int) -> Composed | None:

@@ -46,6 +46,10 @@ STEP_HEADING = re.compile(r"^\s*(\d+[.)]|step\b|option\b|case\b|scenario\b|alter
 REMEDY_HEADING = re.compile(r"^(mitigation|remediation|resolution|fix|solution|workaround|"
                             r"what to do|how to fix)\b", re.I)
 _NUMBERED = re.compile(r"^\s*\d+[.)]\s+")
+# A subsection step's later paragraphs come along when their prose holds a command.
+_INLINE_CODE = re.compile(r"`[^`]{3,}`")
+MAX_COMMAND_PARAGRAPH = 400
+MAX_COMMAND_PARAGRAPHS = 2
 _HOW_DO_I = re.compile(r"\bhow (?:do|can|should|would|to)(?: (?:i|we|you))?(?: \w+ly)? "
                        r"([a-z][a-z-]+)", re.I)
 _VAGUE_VERBS = frozenset(tokenize("do fix get make handle deal solve sort resolve go use work "
@@ -204,10 +208,14 @@ def _section_step(ev: Evidence, section: Section) -> Step | None:
     text = title.rstrip(": ") + (f": {paragraphs[0]}" if paragraphs else "")
     if ev.hides(text):
         return None
+    # The paragraphs after the first that carry a command in their prose ("You can check
+    # this with `sudo lsof | grep deleted`"): what to do is often the second paragraph, the
+    # first saying what the trouble is.
+    notes = [p for p in paragraphs[1:] if _INLINE_CODE.search(p) and not ev.hides(p)
+             and len(p) <= MAX_COMMAND_PARAGRAPH][:MAX_COMMAND_PARAGRAPHS]
     # A step that is a procedure of its own ("1. Issue a new token" and its six clicks):
     # its first list, under it.
     first = next((b for b in section.blocks if b.kind == "list" and b.items), None)
-    notes = []
     if first is not None:
         for k, item in enumerate(first.items[:MAX_SUBSTEPS], 1):
             if not ev.hides(item.text):
