@@ -121,6 +121,8 @@ eval: setup
 			--configs default --out bench/results/shared-corpora.json; \
 		$(BIN)/citewise --config bench/corpora.toml eval --qa bench/golden/dev.jsonl \
 			--configs default --out bench/results/dev.json; \
+		$(BIN)/citewise --config bench/corpora.toml eval --qa bench/golden/dev2.jsonl \
+			--configs default --out bench/results/dev2.json; \
 		$(BIN)/citewise --config bench/corpora.toml eval --qa bench/golden/blind.jsonl \
 			--configs default --out bench/results/blind.json; \
 	else \

@@ -21,8 +21,8 @@ from citewise.errors import CitewiseError, ConfigError
 # The golden sets `make eval` measures, read (questions only) by the leakage guard when they
 # are found under the current folder: a repository checkout's own evaluation sets.
 DEFAULT_GUARDS = ("bench/golden/shared-corpora.jsonl", "bench/golden/paraphrases.jsonl",
-                  "bench/golden/blind.jsonl", "bench/golden/dev.jsonl", "demo/golden-set.jsonl",
-                  "demo/followups.jsonl")
+                  "bench/golden/blind.jsonl", "bench/golden/dev.jsonl", "bench/golden/dev2.jsonl",
+                  "demo/golden-set.jsonl", "demo/followups.jsonl")
 
 
 @cli.command(

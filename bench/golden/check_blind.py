@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Mechanical check of bench/golden/blind.jsonl, or of dev.jsonl (stdlib only; does not import
-citewise). A file's rows must all carry its own split: "blind" in blind.jsonl, "dev" in dev.jsonl.
+"""Mechanical check of bench/golden/blind.jsonl, or of dev.jsonl or dev2.jsonl (stdlib only; does
+not import citewise). A file's rows must all carry its own split ("blind" in blind.jsonl, "dev"
+in dev.jsonl, "dev2" in dev2.jsonl).
 
 Every line parses; fields are exactly the expected ones with the expected types;
 every relevant path exists under the corpora root; every must_contain_any string
 occurs verbatim in at least one relevant file. Prints counts per corpus and kind.
 
-usage: python3 bench/golden/check_blind.py [blind.jsonl | dev.jsonl] [corpora root]
+usage: python3 bench/golden/check_blind.py [blind.jsonl | dev.jsonl | dev2.jsonl] [corpora root]
 """
 import collections
 import json

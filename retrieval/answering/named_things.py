@@ -52,14 +52,20 @@ _ASKS = {
     "file": re.compile(r"\b(what|which)\s+(\w+\s+)?(file|path|directory|dir|folder)s?\b|"
                        r"\bwhere (is|are|do|does)\b.*\b(stored|kept|written|logged|listed|"
                        r"saved|configured|defined)\b|"
+                       # "where do i bump the sshd limit": the file the change goes in
+                       r"\bwhere (do|should|can) (i|we|you) (set|change|bump|raise|lower|edit|"
+                       r"configure|put|add|update)\b|"
                        r"\bwhere('s| is| are)? (the )?(\w+ )?(file|path|config|log|list)s?\b",
                        re.I),
-    "duration": re.compile(r"\bhow (long|often|soon|frequently)\b|\b(ttl|timeout|expiry|expiration|"
+    "duration": re.compile(r"\bhow (long|often|soon|frequently|fast|quickly)\b|"
+                           r"\b(ttl|timeout|expiry|expiration|"
                            r"expires?|retention|interval|deadline|max age)\b", re.I),
     "number": re.compile(r"\bhow (many|much|big|large|fast)\b|\b(threshold|port|quota|limit|cap|"
-                         r"max(imum)?|min(imum)?|percent(age)?)\b|%", re.I),
-    "command": re.compile(r"\b(what|which)\s+(\w+\s+)?(command|cmd|script|cli|invocation)s?\b",
-                          re.I),
+                         r"max(imum)?|min(imum)?|percent(age)?|count)\b|%", re.I),
+    "command": re.compile(r"\b(what|which)\s+(\w+\s+)?(command|cmd|script|cli|invocation|sql|"
+                          r"query|statement)s?\b", re.I),
+    # "which slack channel": a channel is written #name.
+    "channel": re.compile(r"\b(what|which)\s+(\w+\s+)?channels?\b", re.I),
     "setting": re.compile(r"\b(what|which)\s+(\w+\s+)?(setting|variable|env var|env|key|"
                           r"label|annotation|field|parameter)s?\b|\b(knob|env var)s?\b|"
                           r"\bwhat (do|should|must) (i|we|you) (set|put|add|change)\b", re.I),
@@ -70,6 +76,7 @@ LOOKS_LIKE = {
     "file": re.compile(PATH.pattern),
     "duration": re.compile(r"(?<![\w.:/-])\d+(?:[.,]\d+)?\s?(?:ms|s|secs?|seconds?|m|mins?|"
                            r"minutes?|h|hrs?|hours?|d|days?|weeks?|months?|y|yrs?|years?)\b|"
+                           r"\bhalf an? (?:hour|day|minute)\b|"
                            r"\b(?:an?|one|two|three|four|five|six|seven|eight|nine|ten|twelve|"
                            r"fifteen|thirty|sixty|a few|several) (?:seconds?|minutes?|hours?|"
                            r"days?|(?:business |working )?days|weeks?|months?|years?)\b|"
@@ -77,6 +84,7 @@ LOOKS_LIKE = {
     # A value, not a digit inside a name ("user:123", "fe-01", "v2").
     "number": re.compile(r"(?<![\w.:/<-])\d+(?:[.,:]\d+)*(?![\w:/>-]*[A-Za-z]\d|[\w:/>-]*[:/>])"),
     "command": re.compile(r"`[^`]{3,}`"),
+    "channel": re.compile(r"(?<![\w&#])#[a-z0-9][\w-]{2,}", re.I),
     "setting": re.compile(KEY.pattern + r"|`[^`]{3,}`"),
 }
 
@@ -128,6 +136,13 @@ def named_things(q: Question) -> list[NamedThing]:
 def asked_kinds(q: Question) -> list[str]:
     """The kinds of thing the question asks for ("what flag": flag), in the order above."""
     return [kind for kind, cue in _ASKS.items() if cue.search(q.text)]
+
+
+def asking_words(q: Question) -> set[str]:
+    """The words that ask for a kind ("what sql": what, sql): they name no thing of their own,
+    though the documents may write "sql" as code."""
+    return {w.lower() for cue in _ASKS.values() for m in cue.finditer(q.text)
+            for w in re.findall(r"[\w.-]+", m.group(0))}
 
 
 # A value asked for in a unit ("how many seconds", "size in GB", "at what %"): the answer must

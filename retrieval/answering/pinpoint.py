@@ -34,13 +34,16 @@ from citewise.retrieval.answering.named_things import (
     LOOKS_LIKE,
     NamedThing,
     asked_kinds,
+    asking_words,
     named_things,
 )
 from citewise.retrieval.answering.question import Question
 from citewise.retrieval.answering.quoting import (
     PLACEHOLDER,
     SENTENCE,
+    block_text,
     introduced_block,
+    introduced_blocks,
     is_reading_list,
     sentence_in_context,
     step_of_item,
@@ -96,7 +99,9 @@ def add_named_unit(q: Question, ev: Evidence, composed: Composed) -> Composed:
         units = [u for u in units if not SYMPTOMS_HEADING.search(u.section.title)]
     if not units:
         return composed
-    things = _specific(literal + _commands(q, units), units, ev, docs)
+    asking = asking_words(q)
+    commands = [t for t in _commands(q, units) if t.text.lower() not in asking]
+    things = _specific(literal + commands, units, ev, docs)
     if not things and not kinds:
         return composed
     best = _best_unit(q, things, kinds, units, composed)
@@ -215,7 +220,8 @@ def _best_unit(q: Question, things: list[NamedThing], kinds: list[str], units: l
     best_shown = 0.0
     for k, u in enumerate(units):
         held = [t for t, p in patterns if p.search(u.text)]
-        kind_found = [kd for kd in kinds if LOOKS_LIKE[kd].search(u.text)]
+        kind_found = [kd for kd in kinds if LOOKS_LIKE[kd].search(u.text) or (
+            kd == "command" and (u.kind == "code" or u.item is not None and u.item.code))]
         own = sum(word_idf[w] for w in other & bags[k]) / total
         beside = sum(word_idf[w] for w in (other & near[k]) - bags[k]) / total
         if held:
@@ -296,11 +302,11 @@ def _blocks_of(ev: Evidence, u: Unit) -> tuple[list[AnswerBlock], str, int | Non
     if u.kind == "sentence":
         text = sentence_in_context(u.block, u.text)
         out.append(AnswerBlock(type="paragraph", text=trim(text)))
-        code = introduced_block(ev, u.section, u.block, text)
-        if code is not None:
-            out.append(AnswerBlock(type="code", text=code.text, language=code.language))
-            u.end = code.end_line or u.end
-            text = f"{text}\n{code.text}"
+        after = introduced_block(ev, u.section, u.block, text)
+        if after is not None:
+            out.extend(introduced_blocks(ev, after))
+            u.end = after.end_line or u.end
+            text = f"{text}\n{block_text(after)}"
         return out, text, start
     if u.kind == "item" and u.item is not None:
         step = step_of_item(ev, u.item)

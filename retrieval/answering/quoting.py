@@ -77,23 +77,52 @@ def sentence_in_context(block: Block, sentence: str) -> str:
 # What a sentence that announces a block ("as follows:") may bring along: a command or a
 # config snippet is the point of the sentence, a long listing is not.
 MAX_INTRODUCED_CODE = 1200
+# "you can run this on the database": the code below is what the sentence is about.
+_POINTS_DOWN = re.compile(r"\b(run|use|execute|try|paste|apply) (this|these|the following)\b|"
+                          r"\bthe following\b|\bbelow\b", re.I)
 
 
 def introduced_block(ev: Evidence, section: Section, block: Block, text: str) -> Block | None:
-    """The code block a quoted paragraph announces, when ``text`` ends it with a colon and the
-    code comes next: "Update the `teams.yml` file as follows:" without its YAML tells the
-    reader there is something to do and not what. A list is not brought (its items are units
-    of their own, and ``item_in_context`` frames them)."""
-    if block.kind != "paragraph" or not text.rstrip().endswith(":") \
-            or not block.text.rstrip().endswith(text.rstrip()):
+    """The block a quoted paragraph announces, when ``text`` ends the paragraph: a code block
+    after a colon or after "run this" ("Update the `teams.yml` file as follows:" without its
+    YAML tells the reader there is something to do and not what), or a short list after a
+    colon ("Turn on notifications for these channels:")."""
+    if block.kind != "paragraph" or not block.text.rstrip().endswith(text.rstrip()):
+        return None
+    colon = text.rstrip().endswith(":")
+    if not colon and not _POINTS_DOWN.search(SENTENCE.split(text)[-1]):
         return None
     k = next((i for i, b in enumerate(section.blocks) if b is block), None)
     if k is None or k + 1 >= len(section.blocks):
         return None
     after = section.blocks[k + 1]
-    if after.kind != "code" or len(after.text) > MAX_INTRODUCED_CODE or ev.hides(after.text):
+    if ev.hides(after.text):
         return None
-    return after
+    if after.kind == "code" and len(after.text) <= MAX_INTRODUCED_CODE:
+        return after
+    if after.kind == "list" and colon and not is_reading_list(after) and \
+            len(after.items) <= MAX_CONTEXT_ITEMS and \
+            sum(len(it.text) for it in after.items) <= MAX_CONTEXT_CHARS:
+        return after
+    return None
+
+
+def introduced_blocks(ev: Evidence, block: Block) -> list[AnswerBlock]:
+    """``introduced_block``'s block as answer blocks: the code, or the list as steps."""
+    if block.kind == "code":
+        return [AnswerBlock(type="code", text=block.text, language=block.language)]
+    steps = [x for x in (step_of_item(ev, it) for it in block.items) if x is not None and x.text]
+    if not steps:
+        return []
+    first = block.items[0].number if block.ordered and block.items[0].number else 1
+    return [AnswerBlock(type="steps", steps=steps, ordered=block.ordered, start=first)]
+
+
+def block_text(block: Block) -> str:
+    """What a block says, as its citation quotes it."""
+    if block.kind == "list":
+        return "\n".join(it.text for it in block.items)
+    return block.text
 
 
 def first_sentence(section: Section) -> str:
@@ -162,7 +191,13 @@ def item_in_context(ev: Evidence, cites: Citations, doc_id: str, section: Sectio
     else:
         item = next((it for it in block.items if unit in (it.text, *it.notes, *it.sub)),
                     None)
-        out.append(AnswerBlock(type="paragraph", text=trim(unit)))
+        step = step_of_item(ev, item) if item is not None and unit == item.text and \
+            unit.rstrip().endswith(":") and (item.sub or item.code) else None
+        if step is not None:
+            # "Turn on notifications for these channels:" is said by the items under it.
+            out.append(AnswerBlock(type="steps", steps=[step], ordered=False))
+        else:
+            out.append(AnswerBlock(type="paragraph", text=trim(unit)))
         quoted.append(unit)
         start = item.start_line if item and item.start_line else block.start_line
         end = item.end_line if item and item.end_line else block.end_line

@@ -69,7 +69,9 @@ _ASKING = frozenset("""what when where which who whom why how does do did doing 
 should would will shall may might must fix fixing fixed steps step procedure happen happens
 happened fires firing fired alert alerts page paged mean means meaning anyone someone something
 there here please need want know tell show find get got make made work works working broken
-again still just now wrong issue issues problem problems error errors""".split())
+again still just now wrong issue issues problem problems error errors
+isnt arent wasnt werent dont doesnt didnt cant couldnt wont wouldnt shouldnt havent hasnt hadnt
+im ive id youre weve theyre thats whats wheres whos theres lets""".split())  # typed unquoted
 # Prepositions after which a word names a place or a tool ("in spinnaker", "via harbor").
 _WHERE = frozenset("in on via using inside into through".split())
 # Evidence under which such a word, unknown to the documents, names what the question is about.

@@ -39,6 +39,7 @@ from tests.conftest import SHARED
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = [ROOT / "bench/golden/shared-corpora.jsonl", ROOT / "bench/golden/paraphrases.jsonl",
           ROOT / "bench/golden/blind.jsonl", ROOT / "bench/golden/dev.jsonl",
+          ROOT / "bench/golden/dev2.jsonl",
           ROOT / "demo/golden-set.jsonl",
           ROOT / "demo/followups.jsonl"]
 

@@ -195,6 +195,41 @@ The node agent has not synced secrets for 15 minutes.
 Restart the node agent.
 """
 
+CHECKLIST = """\
+# On-call checklist
+
+## Going on call
+
+Things to do at the start of a shift:
+
+- *Set your status*: click your name, then `Set status`, and pick the pager icon.
+- *Turn on notifications for these channels for `All new messages`*:
+  - `#ops-escalations`
+  - `#incident-room`
+- Read the handover issue of the previous shift.
+"""
+
+PLAYBOOK = """\
+# Web application playbooks
+
+## Connecting to the databases
+
+Connect with the cloud CLI, read-only:
+
+```sh
+gcloud sql connect web-prod --user=readonly --database=web
+```
+
+## Invalidating all sessions
+
+If every session has to end, you can run this on the `web` database to make all users sign
+in again.
+
+```sql
+UPDATE accounts SET sessions_revoked_at = now();
+```
+"""
+
 FILES = {
     "runbooks/disk-space.md": DISK,
     "runbooks/alert-routing.md": ROUTING,
@@ -204,6 +239,8 @@ FILES = {
     "alerts/NodeContainerStartSlow.md": SIBLING,
     "alerts/NodeEventLoopLagHigh.md": NAMED,
     "alerts/NodeSecretSyncStalled.md": PRIVATE,
+    "runbooks/oncall-checklist.md": CHECKLIST,
+    "runbooks/web-playbooks.md": PLAYBOOK,
 }
 
 
@@ -306,6 +343,24 @@ def test_a_named_runbook_the_caller_may_not_read_is_not_looked_up(kb):
         "alerts/NodeSecretSyncStalled.md"
 
 
+def test_a_list_item_that_announces_its_sub_items_brings_them(kb):
+    answer = ask(kb, "starting my on-call shift, which channels should have notifications on "
+                     "for all new messages")
+    assert "#ops-escalations" in answer.answer and "#incident-room" in answer.answer
+
+
+def test_a_sentence_that_says_run_this_brings_the_code_below_it(kb):
+    answer = ask(kb, "need to force every user to sign in again, what sql")
+    assert "UPDATE accounts SET sessions_revoked_at = now();" in answer.answer
+    # "sql" asks for the kind of thing; the connect command that says "sql" is not it.
+    assert "gcloud sql connect" not in answer.answer
+
+
+def test_a_contraction_typed_without_its_apostrophe_is_no_unknown_name(kb):
+    answer = ask(kb, "node agent event loop lag alert isnt real, what does it mean")
+    assert "isnt" not in (answer.reason or "")
+
+
 # The rules on their own ----------------------------------------------------------------------
 def test_alert_names_are_words_with_inner_capitals():
     assert alert_names("etcdBackendQuotaLowSpace and KubePodCrashLooping firing") == [
@@ -340,6 +395,14 @@ def test_runbooks_first_keeps_the_rest_in_order_and_looks_up_only_when_missing()
     assert looked == []
     assert runbooks_first("NoSuchAlertName fired", [a, c], lookup) == [a, c]
     assert looked == ["NoSuchAlertName"]
+
+
+def test_kinds_asked_for():
+    assert asked_kinds(analyse("which slack channels should i watch")) == ["channel"]
+    assert "file" in asked_kinds(analyse("where do i bump the sshd limit"))
+    assert "command" in asked_kinds(analyse("what sql resets it"))
+    assert "duration" in asked_kinds(analyse("how fast do i need to be online"))
+    assert states_value("time", "online within half an hour of the page")
 
 
 def test_values_asked_in_a_unit():

@@ -35,7 +35,9 @@ from citewise.retrieval.answering.model import AnswerBlock
 from citewise.retrieval.answering.question import Question
 from citewise.retrieval.answering.quoting import (
     SENTENCE,
+    block_text,
     introduced_block,
+    introduced_blocks,
     item_in_context,
     sentence_in_context,
     trim,
@@ -134,14 +136,17 @@ class SentencesStrategy:
             if blocks and blocks[-1].text and (text in blocks[-1].text or blocks[-1].text in text):
                 blocks[-1].text = max(text, blocks[-1].text, key=len)  # one passage, once
                 continue
-            code = introduced_block(ev, s, b, text)
-            end = code.end_line if code is not None and code.end_line else b.end_line
+            after = introduced_block(ev, s, b, text)
+            end = after.end_line if after is not None and after.end_line else b.end_line
             n = cites.cite(d, s.path, s.anchor, b.start_line, end,
-                           text if code is None else f"{text}\n{code.text}")
+                           text if after is None else f"{text}\n{block_text(after)}")
             blocks.append(AnswerBlock(type="paragraph", text=trim(text), citations=[n]))
-            if code is not None:
-                blocks.append(AnswerBlock(type="code", text=code.text, language=code.language,
-                                          citations=[n]))
+            if after is not None:
+                if after.kind == "list":
+                    lists_shown.add(id(after))
+                for x in introduced_blocks(ev, after):
+                    x.citations = [n]
+                    blocks.append(x)
         return Composed(blocks, cites.all(), best, list(dict.fromkeys(u[0] for u in chosen)))
 
     def _chunk_sentences(self, q: Question, ev: Evidence, limit: int) -> Composed | None:
