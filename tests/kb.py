@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 REDIS = "runbooks/redis-failover.md"
@@ -179,3 +181,24 @@ def stored_rows(services) -> sqlite3.Connection:
     conn = sqlite3.connect(services.settings.data.catalog_path, isolation_level=None)
     conn.row_factory = sqlite3.Row
     return conn
+
+
+@contextmanager
+def services_over(base: Path, files: dict[str, str]) -> Iterator[tuple]:
+    """``(services, docs folder)``: ``files`` written under ``base/docs``, ingested by the real
+    pipeline into a data folder in ``base``, and the services over it (closed on exit)."""
+    from citewise.api.composition import build_services
+    from citewise.api.settings import Settings
+    from citewise.ingest.jobs import run_source
+
+    docs = base / "docs"
+    for rel, text in files.items():
+        write(docs, rel, text)
+    services = build_services(Settings(data_dir=base / "data"))
+    try:
+        assert run_source(services.pipeline, folder_source(docs), trigger="t").status == \
+            "succeeded"
+        yield services, docs
+    finally:
+        services.close()
+

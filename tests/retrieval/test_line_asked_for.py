@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import pytest
 
-from citewise.ingest.jobs import run_source
 from citewise.ingest.outline import build_outline
 from citewise.retrieval.alert_runbooks import alert_names, names_runbook, runbooks_first
 from citewise.retrieval.answering.lexical import restates
@@ -21,7 +20,8 @@ from citewise.retrieval.answering.named_things import asked_kinds, asked_unit, s
 from citewise.retrieval.answering.question import analyse
 from citewise.retrieval.search import SearchResult
 from citewise.types import Identity
-from tests.kb import folder_source, write
+from tests.kb import services_over
+from tests.retrieval.test_named_line import cited_lines
 
 ANON = Identity.anonymous()
 
@@ -246,28 +246,13 @@ FILES = {
 
 @pytest.fixture(scope="module")
 def kb(tmp_path_factory, dense):
-    from citewise.api.composition import build_services
-    from citewise.api.settings import Settings
-
-    base = tmp_path_factory.mktemp("line-asked-for")
-    docs = base / "docs"
-    for rel, text in FILES.items():
-        write(docs, rel, text)
-    s = build_services(Settings(data_dir=base / "data"))
-    assert run_source(s.pipeline, folder_source(docs), trigger="t").status == "succeeded"
-    yield s, docs
-    s.close()
+    with services_over(tmp_path_factory.mktemp("line-asked-for"), FILES) as built:
+        yield built
 
 
 def ask(kb, question: str, identity: Identity = ANON):
     services, _ = kb
     return services.answers.answer(question, identity, use_cache=False)
-
-
-def cited_lines(docs, citation) -> str:
-    lines = (docs / citation.path).read_text(encoding="utf-8").split("\n")
-    assert citation.start_line and citation.end_line, citation
-    return "\n".join(lines[citation.start_line - 1:citation.end_line])
 
 
 def test_a_step_brings_the_paragraph_that_holds_its_command(kb):

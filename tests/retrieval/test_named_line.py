@@ -14,14 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from citewise.ingest.jobs import run_source
 from citewise.retrieval.answering.compose import Composer
 from citewise.retrieval.answering.model import render_markdown
 from citewise.retrieval.answering.named_things import asked_kinds, named_things
 from citewise.retrieval.answering.pinpoint import ANSWER_BUDGET, add_named_unit
 from citewise.retrieval.answering.question import analyse
 from citewise.types import Identity
-from tests.kb import folder_source, write
+from tests.kb import services_over
 from tests.retrieval.long_runbooks import failover_runbook, haproxy_runbook, rack_attack_runbook
 from tests.retrieval.test_answer_strategies import evidence, scorer
 
@@ -35,17 +34,8 @@ FILES = {
 
 @pytest.fixture(scope="module")
 def kb(tmp_path_factory, dense):
-    from citewise.api.composition import build_services
-    from citewise.api.settings import Settings
-
-    base = tmp_path_factory.mktemp("named-line")
-    docs = base / "docs"
-    for rel, text in FILES.items():
-        write(docs, rel, text)
-    s = build_services(Settings(data_dir=base / "data"))
-    assert run_source(s.pipeline, folder_source(docs), trigger="t").status == "succeeded"
-    yield s, docs
-    s.close()
+    with services_over(tmp_path_factory.mktemp("named-line"), FILES) as built:
+        yield built
 
 
 def cited_lines(docs: Path, citation) -> str:
