@@ -15,6 +15,8 @@ it (``pinpoint.py``).
 from __future__ import annotations
 
 from citewise.retrieval.answering.evidence import Composed, Evidence
+from citewise.retrieval.answering.model import render_markdown
+from citewise.retrieval.answering.named_things import asked_unit, states_value
 from citewise.retrieval.answering.pinpoint import add_named_unit
 from citewise.retrieval.answering.question import Question
 from citewise.retrieval.answering.strategies.alert import AlertStrategy
@@ -56,8 +58,21 @@ class Composer:
             if composed is not None:
                 # The line the question names, wherever it sits in the cited documents (a
                 # function's signature is its own answer: code is left as found).
-                return composed if strategy is self.code else add_named_unit(q, ev, composed)
+                if strategy is self.code:
+                    return composed
+                return self._with_value(q, ev, add_named_unit(q, ev, composed))
         return None
+
+    def _with_value(self, q: Question, ev: Evidence, composed: Composed) -> Composed:
+        """``composed``, or, when the question asks for a value in a unit ("what % of the time")
+        and it states none, the best sentences that state one: the sentence that says it
+        ("We aim to meet this 95% of the time") can score under one that only talks about
+        the subject. The service abstains when neither states it."""
+        unit = asked_unit(q)
+        if unit is None or states_value(unit[0], render_markdown(composed.blocks)):
+            return composed
+        valued = self.sentences.compose(q, ev, require=lambda t: states_value(unit[0], t))
+        return valued if valued is not None and valued.blocks else composed
 
     def strategies_for(self, q: Question, ev: Evidence) -> list[Strategy]:
         """The strategies to try for ``q``, in order; the first that composes an answer wins."""

@@ -230,6 +230,28 @@ UPDATE accounts SET sessions_revoked_at = now();
 ```
 """
 
+SUPPORT = """\
+# Support team
+
+## Measures of success
+
+### Ticket response times
+
+We track a few numbers each quarter.
+
+Our main agreement with customers is the time to a first reply. We aim to meet this 95% of the
+time.
+"""
+
+WORKFLOW = """\
+# Support workflow
+
+## First response SLA
+
+Support tickets get their first response within the first-response SLA: the support engineer
+answers every support ticket on time, with a helpful reply that shows progress.
+"""
+
 FILES = {
     "runbooks/disk-space.md": DISK,
     "runbooks/alert-routing.md": ROUTING,
@@ -241,6 +263,8 @@ FILES = {
     "alerts/NodeSecretSyncStalled.md": PRIVATE,
     "runbooks/oncall-checklist.md": CHECKLIST,
     "runbooks/web-playbooks.md": PLAYBOOK,
+    "handbook/support.md": SUPPORT,
+    "handbook/support-workflow.md": WORKFLOW,
 }
 
 
@@ -316,6 +340,14 @@ def test_a_value_in_the_unit_asked_is_answered(kb):
     answer = ask(kb, "NodeContainerStartSlow - what's the p99 threshold in seconds")
     assert not answer.abstained, answer.reason
     assert "45 seconds" in answer.answer
+
+
+def test_the_sentence_that_states_the_value_asked_wins_over_one_about_the_subject(kb):
+    answer = ask(kb, "support tickets: what % of the time are we supposed to hit the "
+                     "first-response sla")
+    assert not answer.abstained, answer.reason
+    assert "95%" in answer.answer
+    assert answer.citations[0].path == "handbook/support.md"
 
 
 def test_a_named_runbook_the_caller_may_not_read_is_not_looked_up(kb):

@@ -10,6 +10,7 @@ sentence it leans on, the list it is an item of.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 
@@ -67,7 +68,9 @@ class SentencesStrategy:
     def __init__(self, scorer: Scorer) -> None:
         self.score = scorer
 
-    def compose(self, q: Question, ev: Evidence) -> Composed | None:
+    def compose(self, q: Question, ev: Evidence,
+                require: Callable[[str], bool] | None = None) -> Composed | None:
+        """The best sentences; only those ``require`` accepts, when given."""
         # A fact is one sentence (two at most); anything else may take three.
         limit = 2 if q.kind in ("fact", "yesno") else 3
         units: list[Unit] = []
@@ -80,10 +83,10 @@ class SentencesStrategy:
                 for b in s.blocks:
                     for text in units_of(b):
                         if len(text.split()) >= 5 and not ev.hides(text) \
-                                and not restates(q, text):
+                                and not restates(q, text) and (require is None or require(text)):
                             units.append((doc_id, s, b, text))
         if not units:
-            return self._chunk_sentences(q, ev, limit)
+            return None if require is not None else self._chunk_sentences(q, ev, limit)
         scores = self.score([embedding_text(ev.records[d].title, s.path, t)
                              for d, s, b, t in units])
         lexical = lexical_overlap(q.words, [t for *_, t in units])
