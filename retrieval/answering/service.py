@@ -137,9 +137,9 @@ class AnswerService:
         # out the runbook it points at.
         bar = max((relevance[r.chunk_id] for r in results if not points_elsewhere(r)),
                   default=evidence)
-        # The runbook of an alert the question names stays, however little it says: search put
-        # it first (``retrieval/alert_runbooks.py``), and a sibling's is no answer.
-        # Only it answers: a sibling's procedure, however complete, is for another alert.
+        # The runbook of an alert the question names (search put it first:
+        # ``retrieval/alert_runbooks.py``) is the only one that answers, however little it says:
+        # a sibling alert's procedure, however complete, is for another alert.
         alerts = alert_names(question)
         kept = [r for r in results if any(names_runbook(r, a) for a in alerts)] or \
             [r for r in results if relevance[r.chunk_id] >= bar - 0.2]
