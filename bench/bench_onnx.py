@@ -353,6 +353,9 @@ def main() -> None:
                              "to the results")
     parser.add_argument("--scifact-docs", type=int, default=1000, metavar="N",
                         help="SciFact subset for --quality (0: leave SciFact out)")
+    parser.add_argument("--machine-note", metavar="TEXT",
+                        help="what else ran on the machine meanwhile, written beside the load "
+                             "average")
     parser.add_argument("--skip-shared", action="store_true",
                         help="--quality without the shared-corpora and blind sets")
     args = parser.parse_args()
@@ -463,7 +466,7 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "python": platform.python_version(), "threads": threads,
                     "load_start": load_start, "load_end": load_avg(),
-                    "shared": "other helpers and a long measurement ran at the same time"},
+                    "shared": args.machine_note},
         "versions": {p: version(p) for p in ("torch", "sentence-transformers", "onnx",
                                               "onnxruntime", "onnxscript")},
         "texts": {"chunks": len(measured), "corpus_chunks": len(pool),
@@ -491,8 +494,10 @@ def markdown(r: dict) -> str:
         "",
         f"{r['when']}, commit `{r['commit']}`, {m['cpus']} CPUs ({m['threads']} threads for "
         f"torch and onnxruntime alike), {m['platform']}, Python {m['python']}; load average "
-        f"{m['load_start']} at start, {m['load_end']} at the end ({m['shared']}: the figures "
-        f"are noisy, the ratios less so, since the variants took turns); {r['seconds']} s in all "
+        f"{m['load_start']} at start, {m['load_end']} at the end"
+        + (f" ({m['shared']}: the figures are noisy, the ratios less so, since the variants "
+           "took turns)" if m.get("shared") else "")
+        + f"; {r['seconds']} s in all "
         f"(`{r['command']}`).",
         "",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in r["versions"].items()) + ".",

@@ -158,6 +158,9 @@ def main() -> None:
                         help="CITEWISE_EMBEDDING_CONCURRENCY (requests in flight)")
     parser.add_argument("--keep", type=Path, help="keep the data folder here (default: temp)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--machine-note", metavar="TEXT",
+                        help="what else ran on the machine meanwhile, written beside the load "
+                             "average (e.g. 'an evaluation ran at the same time')")
     args = parser.parse_args()
     if not CORPORA.is_dir():
         print(f"skipping: {CORPORA} is absent (the shared corpora are what is ingested)",
@@ -214,7 +217,7 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "python": platform.python_version(), "load_start": load_start,
                     "load_end": [round(x, 2) for x in os.getloadavg()],
-                    "shared": "other helpers and a long measurement ran at the same time"},
+                    "shared": args.machine_note},
         "concurrency": args.concurrency,
         "documents": sum(r.counts.added + r.counts.updated for r in reports),
         "failed": sum(r.counts.failed for r in reports),
@@ -238,14 +241,19 @@ def main() -> None:
     print(markdown(result))
 
 
+def busy_note(m: dict) -> str:
+    """The operator's word on what else ran, if given: the load average alone cannot say."""
+    return f" ({m['shared']}: the figures are noisy)" if m.get("shared") else ""
+
+
 def markdown(r: dict) -> str:
     m = r["machine"]
     lines = [
         "# Ingest through a remote embedder that answers at once",
         "",
         f"{r['when']}, commit `{r['commit']}`, {m['cpus']} CPUs, {m['platform']}, Python "
-        f"{m['python']}; load average {m['load_start']} at start, {m['load_end']} at the end "
-        f"({m['shared']}: the figures are noisy); `{r['command']}`.",
+        f"{m['python']}; load average {m['load_start']} at start, {m['load_end']} at the end"
+        f"{busy_note(m)}; `{r['command']}`.",
         "",
         f"The five shared corpora into a fresh data folder (empty embedding cache), "
         f"{r['concurrency']} requests in flight to a loopback OpenAI-compatible server that "

@@ -3,10 +3,13 @@
 A provider knows its URL, model, key, price and limits, and turns every way a call can go
 wrong into a ``ProviderError`` the router can act on. It never retries by itself: retrying and
 failing over are the router's decisions, made with the whole chain and the deadline in view.
+The one call it repeats is a protocol choice, not a failure: an embeddings endpoint that
+refuses base64 is asked again, at once and from then on, for numbers.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Generator
@@ -24,10 +27,13 @@ from citewise.gateway.wire import (
     parse_chunk,
     parse_completion,
     parse_embeddings,
+    refuses_base64,
     request_body,
     retry_after_seconds,
     sse_data,
 )
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,10 @@ class Provider:
         self._http = httpx.Client(headers=headers, transport=transport,
                                   timeout=httpx.Timeout(spec.timeout))
         self._base = spec.base_url.rstrip("/")
+        # Embeddings are asked for in base64 (a quarter of JSON's bytes, decoded without parsing
+        # 384 numbers a row) until the server refuses it; servers that ignore the field send
+        # numbers, which are read as well.
+        self._embedding_format = "base64"
         self._url = self._base + "/chat/completions"
 
     # Availability ------------------------------------------------------------------------
@@ -135,8 +145,20 @@ class Provider:
     def embed(self, texts: list[str], *, timeout: float) -> tuple[np.ndarray, ChatUsage]:
         """``POST /embeddings`` (OpenAI, TEI, vLLM, Workers AI): one row per text, in order,
         L2-normalised so that a dot product is the cosine the index uses."""
-        body = {"model": self.spec.model, "input": texts, "encoding_format": "float"}
-        raw = self._post(self._base + "/embeddings", body, timeout, "embeddings")
+        fmt = self._embedding_format
+        body = {"model": self.spec.model, "input": texts, "encoding_format": fmt}
+        try:
+            raw = self._post(self._base + "/embeddings", body, timeout, "embeddings")
+        except ProviderError as e:
+            if fmt != "base64" or not refuses_base64(e):
+                raise
+            # Some OpenAI-compatible servers answer 400 (or FastAPI's 422) to base64: ask in
+            # numbers from now on, and say so once.
+            self._embedding_format = "float"
+            log.warning("provider %s refused base64 embeddings (%s); asking for floats from "
+                        "now on", self.name, e)
+            body["encoding_format"] = "float"
+            raw = self._post(self._base + "/embeddings", body, timeout, "embeddings")
         vectors, reported = parse_embeddings(self.name, raw, len(texts))
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         vectors = vectors / np.where(norms == 0, 1, norms)

@@ -9,6 +9,7 @@ Anything else that is not JSON with a ``choices`` list is a malformed chunk.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -92,14 +93,33 @@ def parse_completion(provider: str, text: str) -> tuple[str, tuple[int, int] | N
     return content or "", parse_usage(body.get("usage"))
 
 
+def _vector(embedding: list[float] | str) -> np.ndarray | list[float]:
+    """One row as sent: a list of numbers (``"encoding_format": "float"``, and servers that
+    ignore the field), or with ``"base64"`` the float32 values, little-endian, base64-encoded
+    (the reference; the official OpenAI clients ask for it because it is smaller and far cheaper
+    to decode than JSON numbers)."""
+    if isinstance(embedding, str):
+        return np.frombuffer(base64.b64decode(embedding, validate=True), dtype="<f4")
+    return embedding
+
+
+def refuses_base64(error: ProviderError) -> bool:
+    """A 400 or 422 that names the encoding: the server takes embeddings requests but not
+    ``"encoding_format": "base64"`` (llama.cpp-style servers and FastAPI validators answer so;
+    OpenAI's own message is "Invalid value for 'encoding_format'")."""
+    text = str(error).lower()
+    return error.kind == "refused" and ("encoding_format" in text or "base64" in text)
+
+
 def parse_embeddings(provider: str, text: str, count: int) -> tuple[np.ndarray, int | None]:
     """``data[i].embedding`` ordered by ``data[i].index`` (the reference says rows come in
-    input order; ``index`` is there so nobody has to trust it), and ``usage.prompt_tokens``."""
+    input order; ``index`` is there so nobody has to trust it), and ``usage.prompt_tokens``.
+    A row is a list of numbers or a base64 string (see ``_vector``)."""
     try:
         body = json.loads(text)
         rows = sorted(body["data"], key=lambda d: d.get("index", 0))
-        vectors = np.asarray([row["embedding"] for row in rows], dtype=np.float32)
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        vectors = np.asarray([_vector(row["embedding"]) for row in rows], dtype=np.float32)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:  # bad base64 too
         raise ProviderError(provider, "malformed",
                             f"sent a response that is not embeddings: {text[:200]!r}") from e
     if vectors.ndim != 2 or len(vectors) != count:

@@ -14,7 +14,14 @@ vLLM, Ollama and Workers AI send them:
 * ``POST /v1/embeddings`` (OpenAI, TEI and vLLM alike): ``{"object": "list", "data": [{"object":
   "embedding", "index": i, "embedding": [...]}], "model", "usage": {"prompt_tokens",
   "total_tokens"}}``; rows are sent in reverse order here, since the reference only promises
-  ``index``; the vectors come from ``embedder`` (a real model, so search works through it);
+  ``index``; the vectors come from ``embedder`` (a real model, so search works through it).
+  ``"encoding_format": "base64"`` gets each vector as its float32 bytes, little-endian,
+  base64-encoded (the reference; recorded in lm-sys/FastChat#2281); a value other than
+  ``float`` or ``base64`` gets OpenAI's 400 "Invalid value for 'encoding_format' = md5.
+  Supported values: ['float', 'base64']." (the same recording). ``embedding_encoding`` plays
+  the other servers: ``"ignore"`` always sends numbers
+  (runpod-workers/worker-infinity-embedding#30), ``"refuse_base64"`` answers base64 with a 400
+  (christopherthompson81/LlamaCpp.Bindings#15);
 * errors: ``{"error": {"message", "type", "param", "code"}}``; a 429 carries ``Retry-After``
   (seconds) as OpenAI, Workers AI and vLLM behind a proxy send it.
 
@@ -28,11 +35,18 @@ after a few chunks, without ``[DONE]``), ``drop_early`` (closes before the first
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+import struct
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def _base64_floats(vector) -> str:
+    """A vector as OpenAI sends it for ``"encoding_format": "base64"``: float32, little-endian."""
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *map(float, vector))).decode()
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -68,6 +82,8 @@ class OpenAIProvider:
         self.send_usage = True
         self.requests: list[dict] = []
         self.embedder = None  # texts -> vectors, for /v1/embeddings
+        self.embedding_encoding = "honour"  # or "ignore", "refuse_base64" (see above)
+        self.embedding_formats: list[str] = []  # the encoding_format each call asked for
         self.embedding_batches: list[int] = []
         self.embedding_models: list[str] = []  # the model each /v1/embeddings call named
         self.modes_served: list[str] = []
@@ -184,11 +200,23 @@ class OpenAIProvider:
                 if self._failed(fake._next_mode()):
                     return
                 texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                fmt = body.get("encoding_format", "float")
+                with fake._lock:
+                    fake.embedding_formats.append(fmt)
+                if fmt not in ("float", "base64") or (
+                        fmt == "base64" and fake.embedding_encoding == "refuse_base64"):
+                    allowed = "['float']" if fake.embedding_encoding == "refuse_base64" \
+                        else "['float', 'base64']"
+                    self._error(400, f"Invalid value for 'encoding_format' = {fmt}. Supported "
+                                f"values: {allowed}.", "invalid_request_error", None)
+                    return
                 with fake._lock:
                     fake.embedding_batches.append(len(texts))
                     fake.embedding_models.append(body["model"])
                 vectors = fake.embedder(texts)
-                rows = [{"object": "embedding", "index": i, "embedding": [float(x) for x in v]}
+                as_base64 = fmt == "base64" and fake.embedding_encoding == "honour"
+                rows = [{"object": "embedding", "index": i,
+                         "embedding": _base64_floats(v) if as_base64 else [float(x) for x in v]}
                         for i, v in enumerate(vectors)]
                 tokens = sum(len(t.split()) for t in texts)
                 self._json(200, {"object": "list", "data": rows[::-1], "model": body["model"],

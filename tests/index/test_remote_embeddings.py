@@ -4,6 +4,7 @@ of another model."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from citewise.api.composition import build_services
@@ -77,5 +78,31 @@ def test_questions_go_to_the_query_model_when_one_is_named(tmp_path, kb, endpoin
                                       top_k=3)
         assert hits[0].path == REDIS
         assert endpoint.embedding_models == ["bge-small-query"]
+    finally:
+        services.close()
+
+
+@pytest.mark.parametrize("server", ["honour", "ignore", "refuse_base64"])
+def test_embeddings_in_base64_or_numbers_whatever_the_server_speaks(tmp_path, kb, endpoint,
+                                                                   server, dense):
+    """Embeddings are asked for in base64 (OpenAI's clients do: a quarter of the bytes, no
+    JSON numbers to parse). A server that ignores the field sends numbers, which are read as
+    well; one that refuses base64 is asked once more, in numbers, and never again in base64.
+    Either way the vectors are the server's."""
+    endpoint.embedding_encoding = server
+    services = build_services(remote_settings(tmp_path, endpoint))
+    try:
+        report = run_source(services.pipeline, folder_source(kb), trigger="t")
+        assert report.status == "succeeded", report.summary()
+        formats = endpoint.embedding_formats
+        if server == "refuse_base64":
+            assert formats[0] == "base64" and set(formats[1:]) == {"float"}, formats
+        else:
+            assert set(formats) == {"base64"}, formats
+        text = "how do I fail over the redis primary"
+        sent = (dense.model.encode([text]) * 3.0).astype(np.float32)
+        expected = sent / np.linalg.norm(sent, axis=1, keepdims=True)
+        assert np.allclose(services.dense.embed_query(text), expected[0], atol=1e-6)
+        assert services.search.search(text, Identity(), top_k=3)[0].path == REDIS
     finally:
         services.close()
