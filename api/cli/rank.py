@@ -29,7 +29,8 @@ def rank() -> None:
           citewise rank train --qa golden.jsonl --dry-run        cross-validate, write nothing
 
         Each --qa file is a golden set (JSON Lines, as `citewise eval --qa` reads). Only its
-        rows with "split": "tune", "train" or "feedback" are trained on; test rows (and rows
+        rows with "split": "tune", "train", "feedback" or "dev" ("dev2"...: bench/golden's
+        development sets) are trained on; test rows (and rows
         without a split, which count as test) are left out and counted, and a blind set
         (a file named *blind*) is refused: what measures the ranking must never teach it.
         `citewise feedback export --golden FILE` writes what people said of answers as

@@ -11,7 +11,8 @@ ranks each fold, and the figures (NDCG@10 and hit@1 over documents, as ``citewis
 counts them) are set beside the fused order's on the same questions. The model written is
 then trained on every question.
 
-Only rows meant for training are used: ``split`` tune, train or feedback. Test rows are left
+Only rows meant for training are used: ``split`` tune, train, feedback, or dev (``dev``,
+``dev2``...: the development sets of ``bench/golden``, written to be tuned on). Test rows are left
 out (and counted), and a file of the blind set is refused outright: what measures a model
 must never have taught it.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -37,6 +39,12 @@ from citewise.retrieval.ranking.stage import LearnedStage
 from citewise.retrieval.search import SearchResult, SearchService
 
 TRAINABLE_SPLITS = frozenset({"tune", "train", "feedback"})
+_DEVELOPMENT = re.compile(r"dev\d*")
+
+
+def trainable(split: str) -> bool:
+    """Tune, train and feedback rows, and the development sets (``dev``, ``dev2``...)."""
+    return split in TRAINABLE_SPLITS or bool(_DEVELOPMENT.fullmatch(split or ""))
 
 
 @dataclass(frozen=True)
@@ -70,7 +78,7 @@ class TrainingSet:
 
 
 def load_training_questions(paths: Iterable[str | Path]) -> TrainingSet:
-    """The trainable rows of golden-set files: tune, train and feedback splits, answerable."""
+    """The trainable rows of golden-set files (see ``trainable``), answerable."""
     chosen: list[GoldenQuestion] = []
     left_out: dict[str, int] = {}
     files = []
@@ -84,8 +92,8 @@ def load_training_questions(paths: Iterable[str | Path]) -> TrainingSet:
                      "exports; report the blind set with `citewise eval --qa`")
         files.append(str(path))
         for q in load_golden_set(path):
-            if q.split not in TRAINABLE_SPLITS:
-                why = f"split {q.split!r} (only tune, train and feedback rows train)"
+            if not trainable(q.split):
+                why = f"split {q.split!r} (only tune, train, dev and feedback rows train)"
                 left_out[why] = left_out.get(why, 0) + 1
                 measured.add(_normal(q.question))
             elif not q.answerable:
@@ -101,8 +109,8 @@ def load_training_questions(paths: Iterable[str | Path]) -> TrainingSet:
     if not chosen:
         raise InvalidRequestError(
             "no trainable questions in " + ", ".join(files),
-            hint='training takes rows with "split": "tune", "train" or "feedback" (a row '
-                 'without a split counts as test); test rows are never trained on')
+            hint='training takes rows with "split": "tune", "train", "dev" or "feedback" (a '
+                 'row without a split counts as test); test rows are never trained on')
     return TrainingSet(chosen, files, left_out)
 
 

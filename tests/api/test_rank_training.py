@@ -25,9 +25,10 @@ def _write(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def test_only_tune_train_and_feedback_rows_are_trained_on(tmp_path):
+def test_only_tune_train_dev_and_feedback_rows_are_trained_on(tmp_path):
     rows = (golden_rows(TOPICS[:4], "tune") + golden_rows(TOPICS[4:7], "test")
-            + golden_rows(TOPICS[7:8], "feedback"))
+            + golden_rows(TOPICS[7:8], "feedback") + golden_rows(TOPICS[9:10], "dev2")
+            + golden_rows(TOPICS[10:11], "development"))  # not a dev set's name
     rows.append({"question": "who won the 1998 world cup", "relevant": [],
                  "answerable": False, "split": "tune"})
     no_split = golden_rows(TOPICS[8:9])[0]
@@ -35,12 +36,13 @@ def test_only_tune_train_and_feedback_rows_are_trained_on(tmp_path):
     rows.append(no_split)
     chosen = load_training_questions([_write(tmp_path / "golden.jsonl", rows)])
     assert TRAINABLE_SPLITS == {"tune", "train", "feedback"}
-    assert sorted(q.split for q in chosen.questions) == ["feedback"] + ["tune"] * 4
+    assert sorted(q.split for q in chosen.questions) == ["dev2", "feedback"] + ["tune"] * 4
     assert {q.question for q in chosen.questions}.isdisjoint(
-        {r["question"] for r in rows if r.get("split") != "tune" and r.get("split") !=
-         "feedback"})
+        {r["question"] for r in rows if r.get("split") not in ("tune", "feedback", "dev2")})
     assert chosen.left_out == {
-        "split 'test' (only tune, train and feedback rows train)": 4, "unanswerable": 1}
+        "split 'test' (only tune, train, dev and feedback rows train)": 4,
+        "split 'development' (only tune, train, dev and feedback rows train)": 1,
+        "unanswerable": 1}
 
 
 def test_a_blind_set_is_refused_and_a_file_of_test_rows_trains_nothing(tmp_path):
