@@ -15,10 +15,13 @@ CARD_FILE = "tuning.json"
 
 
 def card(base: Path, mined: MinedPairs, options: TuneOptions, result: TuneResult,
-         created_at: str, guard_files: list[str]) -> dict[str, Any]:
+         created_at: str, guard_files: list[str],
+         validated_on: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``validated_on``: the question files validation ranked, when given (``--validate-qa``)."""
     return {"base_model": str(base), "created_at": created_at,
             "pairs": mined.summary(), "guard_files": guard_files,
-            "options": options.__dict__, "result": result.to_dict()}
+            "options": options.__dict__, "result": result.to_dict(),
+            "validated_on": validated_on}
 
 
 def write_card(folder: Path, data: dict[str, Any]) -> None:
@@ -30,6 +33,13 @@ def _validation(v: dict[str, Any] | None) -> str:
     if not v:
         return "not measured (no validation pairs)"
     return Validation(**v).line()
+
+
+def _what_validated(on: dict[str, Any] | None) -> str:
+    if not on:
+        return "each held-out anchor's passage ranked among all held-out passages"
+    return (f"{on['questions']} labelled questions of {', '.join(on['files'])}: each "
+            f"question's {on['candidates']} search candidates re-ranked by the model")
 
 
 def readme(name: str, data: dict[str, Any]) -> str:
@@ -67,7 +77,7 @@ pairs, {result['pairs_per_second']} pairs/s) in {result['seconds']} s; stopped b
 {result['stopped']}. Peak memory (RSS) {result['peak_rss_mb']} MB. Loss (mean of 20 steps)
 {result['loss_first']} at the start, {result['loss_last']} at the end.
 
-## Validation (each held-out anchor's passage ranked among all held-out passages)
+## Validation ({_what_validated(data.get('validated_on'))})
 
 - before: {_validation(result['before'])}
 - kept (best): {_validation(result['best'])}

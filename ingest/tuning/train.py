@@ -12,6 +12,12 @@ Validation ranks each held-out anchor's positive among all held-out positives (r
 recall@10, MRR) before the first step and every ``eval_every`` steps; the best state is kept
 in memory and is what is saved, and the run stops early after ``patience`` validations
 without improvement. Seeded: the same pairs, options and thread count give the same model.
+
+Held-out pairs are the mined pairs' shape, not questions', and past a few hundred steps they
+stop predicting how search answers questions (docs/quality.md: their recall rose while every
+golden set's hit@1 fell). Given labelled questions instead (``QuestionCheck``: a development
+set's, never a test split's), validation re-ranks each question's search candidates by the
+model being trained, and the best state is the one that ranks their relevant passages highest.
 """
 
 from __future__ import annotations
@@ -52,12 +58,53 @@ class Validation:
     recall_at_1: float
     recall_at_10: float
     mrr: float
-    pairs: int
+    pairs: int  # what was ranked: held-out pairs, or questions (``of``)
     seconds: float
+    of: str = "pairs"
 
     def line(self) -> str:
         return (f"step {self.step}: recall@1 {self.recall_at_1:.3f}, recall@10 "
-                f"{self.recall_at_10:.3f}, MRR {self.mrr:.3f} ({self.pairs} pairs)")
+                f"{self.recall_at_10:.3f}, MRR {self.mrr:.3f} ({self.pairs} {self.of})")
+
+
+@dataclass
+class QuestionCheck:
+    """Labelled questions, each with the passages search found for it: validation ranks each
+    question's passages by the model's cosine and asks where the first relevant one lands.
+
+    ``passages`` holds each distinct text once, as the index embeds it (title and heading
+    path, then the chunk: ``index.dense.embedding_text``); ``pools[i]`` are question i's
+    candidates (indexes into ``passages``) and ``relevant[i]`` those of a relevant document.
+    A question none of whose candidates is relevant teaches nothing here and is left out
+    when the check is built."""
+
+    questions: list[str]
+    passages: list[str]
+    pools: list[list[int]]
+    relevant: list[set[int]]
+
+    def validate(self, model: Any, step: int, batch_size: int = 64) -> Validation | None:
+        if not self.questions:
+            return None
+        started = time.monotonic()
+        was_training = model.training
+        model.eval()
+        asked = np.asarray(model.encode(self.questions, batch_size=batch_size,
+                                        normalize_embeddings=True, show_progress_bar=False))
+        texts = np.asarray(model.encode(self.passages, batch_size=batch_size,
+                                        normalize_embeddings=True, show_progress_bar=False))
+        if was_training:
+            model.train()
+        ranks = []
+        for i, pool in enumerate(self.pools):
+            sims = texts[pool] @ asked[i]
+            order = np.argsort(-sims, kind="stable")
+            ranks.append(next(r for r, j in enumerate(order, 1) if pool[j] in self.relevant[i]))
+        r = np.asarray(ranks)
+        return Validation(step=step, recall_at_1=float(np.mean(r == 1)),
+                          recall_at_10=float(np.mean(r <= 10)), mrr=float(np.mean(1 / r)),
+                          pairs=len(r), seconds=round(time.monotonic() - started, 2),
+                          of="questions")
 
 
 @dataclass
@@ -137,11 +184,13 @@ def batches(pairs: list[Pair], size: int, rng: random.Random) -> list[list[Pair]
 
 
 def tune(model: Any, train: list[Pair], validation: list[Pair], options: TuneOptions, *,
+         questions: QuestionCheck | None = None,
          on_step: Callable[[int, float], None] | None = None,
          on_validation: Callable[[Validation], None] | None = None) -> TuneResult:
     """Train ``model`` (a ``SentenceTransformer``) in place; on return it holds the state
     validation judged best (the model as it came, when no step improved on it), or the last
-    state when there is nothing to validate on."""
+    state when there is nothing to validate on. With ``questions``, those are what validation
+    ranks (the held-out pairs are then not validated on)."""
     import torch
 
     if options.threads:
@@ -160,7 +209,8 @@ def tune(model: Any, train: list[Pair], validation: list[Pair], options: TuneOpt
     def judge(step: int) -> bool:
         """Validate now; whether this state is the best so far (and then remember it)."""
         nonlocal best, best_state
-        checked = validate(model, validation, step)
+        checked = (questions.validate(model, step) if questions is not None
+                   else validate(model, validation, step))
         if checked is None:
             return False
         history.append(checked)
@@ -171,6 +221,7 @@ def tune(model: Any, train: list[Pair], validation: list[Pair], options: TuneOpt
             return True
         return False
 
+    validating = bool(questions.questions if questions is not None else validation)
     judge(0)
     before = history[0] if history else None
     optimizer = torch.optim.AdamW(model.parameters(), lr=options.learning_rate,
@@ -210,13 +261,13 @@ def tune(model: Any, train: list[Pair], validation: list[Pair], options: TuneOpt
         losses.append(float(loss.detach()))
         if on_step:
             on_step(step, losses[-1])
-        if validation and step % options.eval_every == 0:
+        if validating and step % options.eval_every == 0:
             judged = step
             stale = 0 if judge(step) else stale + 1
             if stale >= options.patience:
                 stopped = "early stop"
                 break
-    if validation and step and judged != step:
+    if validating and step and judged != step:
         judge(step)  # the steps since the last validation
     if best_state is not None:
         model.load_state_dict(best_state)

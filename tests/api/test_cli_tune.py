@@ -17,7 +17,7 @@ from citewise.api.cli import cli
 from citewise.api.composition import build_services, build_stores
 from citewise.api.settings import Settings
 from citewise.ingest.jobs import run_source
-from tests.kb import REDIS, folder_source, write_kb
+from tests.kb import POSTGRES, REDIS, folder_source, write_kb
 
 DANA = {"X-Citewise-User": "dana"}
 HELPFUL = "redis primary stopped answering health checks, what now"
@@ -123,3 +123,40 @@ def test_a_short_run_writes_a_model_that_reindex_adopts(data, tmp_path):
     assert found.exit_code == 0, found.output
     hits = json.loads(found.output[found.output.index("{"):])["results"]
     assert hits and hits[0]["path"] == REDIS
+
+
+def test_labelled_questions_judge_the_steps_when_given(data, tmp_path):
+    """--validate-qa: the dev questions' search candidates, re-ranked by the model at each
+    validation, judge which state is kept; test rows are left out and a blind set refused."""
+    rows = [
+        {"question": "the redis primary died, how do I promote a replica", "split": "dev",
+         "relevant": [f"kb/{REDIS}"], "answerable": True},
+        {"question": "postgres volume is out of space", "split": "dev",
+         "relevant": [f"kb/{POSTGRES}"], "answerable": True},
+        {"question": "how do I fail over redis", "split": "test",
+         "relevant": [f"kb/{REDIS}"], "answerable": True},
+    ]
+    golden = tmp_path / "dev-questions.jsonl"
+    golden.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "models" / "tuned-q"
+    result = invoke("--data-dir", str(data), "tune", "--minutes", "2", "--max-steps", "2",
+                    "--eval-every", "1", "--batch-size", "4", "--max-seq-length", "32",
+                    "--threads", "2", "--validate-qa", str(golden), "--out", str(out), "--json")
+    assert result.exit_code == 0, result.output
+    card = json.loads((out / "tuning.json").read_text())
+    history = card["result"]["history"]
+    assert [v["step"] for v in history] == [0, 1, 2]
+    assert {v["of"] for v in history} == {"questions"} and {v["pairs"] for v in history} == {2}
+    assert history[0]["mrr"] > 0  # a relevant passage was among the candidates of each
+    assert card["validated_on"]["questions"] == 2
+    assert card["validated_on"]["left_out"]["split 'test' (only tune, train, dev and feedback "
+                                            "rows train)"] == 1
+    assert "2 labelled questions of" in (out / "README.md").read_text()
+    assert "validation: 2 questions" in result.output
+
+    blind = tmp_path / "blind.jsonl"
+    blind.write_text(golden.read_text())
+    refused = invoke("--data-dir", str(data), "tune", "--max-steps", "1", "--validate-qa",
+                     str(blind), "--out", str(tmp_path / "models" / "tuned-b"))
+    assert refused.exit_code == 1 and "blind set" in refused.output
+    assert not (tmp_path / "models" / "tuned-b").exists()
