@@ -111,11 +111,11 @@ def introduced_blocks(ev: Evidence, block: Block) -> list[AnswerBlock]:
     """``introduced_block``'s block as answer blocks: the code, or the list as steps."""
     if block.kind == "code":
         return [AnswerBlock(type="code", text=block.text, language=block.language)]
-    steps = [x for x in (step_of_item(ev, it) for it in block.items) if x is not None and x.text]
+    steps = list_steps(ev, block)
     if not steps:
         return []
-    first = block.items[0].number if block.ordered and block.items[0].number else 1
-    return [AnswerBlock(type="steps", steps=steps, ordered=block.ordered, start=first)]
+    return [AnswerBlock(type="steps", steps=steps, ordered=block.ordered,
+                        start=first_number(block))]
 
 
 def block_text(block: Block) -> str:
@@ -163,6 +163,18 @@ def step_of_item(ev: Evidence, item: Item) -> Step | None:
                                       for c in item.code], notes=notes)
 
 
+def list_steps(ev: Evidence, block: Block) -> list[Step]:
+    """A list's items as steps, leaving out those the caller may not see and empty ones."""
+    return [x for x in (step_of_item(ev, it) for it in block.items) if x is not None and x.text]
+
+
+def first_number(block: Block) -> int:
+    """The number a list's first step keeps: its own ("3." continues a list that a code block
+    split), 1 for a list without numbers."""
+    return block.items[0].number if block.ordered and block.items and block.items[0].number \
+        else 1
+
+
 def item_in_context(ev: Evidence, cites: Citations, doc_id: str, section: Section,
                     block: Block, unit: str) -> list[AnswerBlock]:
     """A list item with what it needs to be read: the sentence that introduces its list
@@ -184,8 +196,8 @@ def item_in_context(ev: Evidence, cites: Citations, doc_id: str, section: Sectio
     size = sum(len(x.text) + sum(len(c.text) for c in x.code) for x in steps)
     if block.ordered and len(steps) == len(block.items) and \
             len(steps) <= MAX_CONTEXT_ITEMS and size <= MAX_CONTEXT_CHARS:
-        first = block.items[0].number or 1
-        out.append(AnswerBlock(type="steps", steps=steps, ordered=True, start=first))
+        out.append(AnswerBlock(type="steps", steps=steps, ordered=True,
+                               start=first_number(block)))
         quoted.extend(x.text for x in steps)
         start, end = block.start_line, block.end_line
     else:

@@ -32,7 +32,7 @@ from citewise.index.dense import DenseEncoder, packaged_model_path
 from citewise.ingest.jobs import run_source
 from citewise.ingest.tuning.leakage import LeakageGuard, questions_in
 from citewise.ingest.tuning.pairs import Pair, PairMiner, select
-from citewise.ingest.tuning.train import TuneOptions, save, tune
+from citewise.ingest.tuning.train import QuestionCheck, TuneOptions, save, tune
 from citewise.settings import SourceConfig
 from tests.conftest import SHARED
 
@@ -364,3 +364,22 @@ def test_alert_names_are_told_from_product_names():
     for product in ("PostgreSQL failover", "JavaScript bundles", "OpenShift", "PagerDuty",
                     "HAProxy"):
         assert alert_names(product) == [], product
+
+
+def test_questions_validate_by_where_their_relevant_passage_ranks(dense):
+    """A question check ranks each question's own candidates by the model's cosine and asks
+    where the first relevant one lands: first counts to recall@1, second 1/2 to the MRR."""
+    check = QuestionCheck(
+        questions=["how do I restart the redis server", "what is on the cafeteria menu"],
+        passages=["Restart redis with systemctl restart redis-server, then check INFO.",
+                  "Tuesday's cafeteria menu: lentil soup, bread and apples.",
+                  "Rotate the payment provider keys every ninety days."],
+        pools=[[1, 0], [2, 1]],
+        # The second question's labelled passage is the payment one: the menu outranks it.
+        relevant=[{0}, {2}])
+    v = check.validate(dense.model, step=7)
+    assert v is not None and v.step == 7 and v.of == "questions" and v.pairs == 2
+    assert v.recall_at_1 == 0.5 and v.recall_at_10 == 1.0
+    assert v.mrr == pytest.approx(0.75)
+    assert "(2 questions)" in v.line()
+    assert QuestionCheck([], [], [], []).validate(dense.model, step=0) is None

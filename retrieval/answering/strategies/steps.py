@@ -20,7 +20,9 @@ from citewise.retrieval.answering.model import AnswerBlock, CodeSnippet, Step
 from citewise.retrieval.answering.question import Question
 from citewise.retrieval.answering.quoting import (
     PLACEHOLDER,
+    first_number,
     is_reading_list,
+    list_steps,
     section_text,
     step_of_item,
 )
@@ -240,8 +242,7 @@ def _section_in_order(ev: Evidence, doc_id: str, section: Section, cites: Citati
         if b.kind == "list" and _is_contents(ev.outlines[doc_id], b):
             continue
         if b.kind == "list":
-            steps = [x for x in (step_of_item(ev, item) for item in b.items)
-                     if x is not None and x.text]
+            steps = list_steps(ev, b)
             if not steps:
                 continue
             text = "\n".join(x.text for x in steps)
@@ -250,9 +251,9 @@ def _section_in_order(ev: Evidence, doc_id: str, section: Section, cites: Citati
                 break
             used += size
             quoted.append(text)
-            first = b.items[0].number if b.ordered and b.items[0].number else 1
+            # A section's first list is numbered from 1; a later one keeps its own number.
             blocks.append(AnswerBlock(type="steps", steps=steps, ordered=b.ordered,
-                                      start=first if first > 1 and blocks else 1))
+                                      start=first_number(b) if blocks else 1))
             continue
         if b.kind not in ("paragraph", "code") or ev.hides(b.text) \
                 or b.kind == "paragraph" and PLACEHOLDER.match(b.text):
