@@ -42,6 +42,13 @@ def _what_validated(on: dict[str, Any] | None) -> str:
             f"question's {on['candidates']} search candidates re-ranked by the model")
 
 
+def _what_it_says(on: dict[str, Any] | None) -> str:
+    if not on:
+        return "the model fits this corpus's own pairs better"
+    return ("how the model re-ranks what search finds for those questions, not how hybrid "
+            "search and answers do with an index built with it")
+
+
 def readme(name: str, data: dict[str, Any]) -> str:
     pairs, result = data["pairs"], data["result"]
     kinds = sorted(set(pairs["train"]) | set(pairs["validation"]))
@@ -84,7 +91,7 @@ pairs, {result['pairs_per_second']} pairs/s) in {result['seconds']} s; stopped b
 
 ## Adopting it
 
-The validation above says the model fits this corpus's own pairs better; whether it answers
+The validation above says {_what_it_says(data.get('validated_on'))}; whether it answers
 questions better is what `citewise eval` says. To adopt it (the live index keeps serving
 until the new one is complete):
 
