@@ -104,11 +104,14 @@ def _vector(embedding: list[float] | str) -> np.ndarray | list[float]:
 
 
 def refuses_base64(error: ProviderError) -> bool:
-    """A 400 or 422 that names the encoding: the server takes embeddings requests but not
-    ``"encoding_format": "base64"`` (llama.cpp-style servers and FastAPI validators answer so;
-    OpenAI's own message is "Invalid value for 'encoding_format'")."""
+    """A 400 or 422 to a request that asked for base64: maybe the server takes embeddings
+    requests but not ``"encoding_format": "base64"`` (llama.cpp-style servers and FastAPI
+    validators answer so, not all of them naming the field). Asking in numbers, the
+    protocol's default, is what citewise did before base64, so it is the safe way back."""
     text = str(error).lower()
-    return error.kind == "refused" and ("encoding_format" in text or "base64" in text)
+    return error.kind == "refused" and (
+        "encoding_format" in text or "base64" in text
+        or "answered 400" in text or "answered 422" in text)
 
 
 def parse_embeddings(provider: str, text: str, count: int) -> tuple[np.ndarray, int | None]:

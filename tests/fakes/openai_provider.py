@@ -21,7 +21,8 @@ vLLM, Ollama and Workers AI send them:
   Supported values: ['float', 'base64']." (the same recording). ``embedding_encoding`` plays
   the other servers: ``"ignore"`` always sends numbers
   (runpod-workers/worker-infinity-embedding#30), ``"refuse_base64"`` answers base64 with a 400
-  (christopherthompson81/LlamaCpp.Bindings#15);
+  (christopherthompson81/LlamaCpp.Bindings#15), ``"refuse_vaguely"`` with a 400 that does not
+  say why;
 * errors: ``{"error": {"message", "type", "param", "code"}}``; a 429 carries ``Retry-After``
   (seconds) as OpenAI, Workers AI and vLLM behind a proxy send it.
 
@@ -82,7 +83,7 @@ class OpenAIProvider:
         self.send_usage = True
         self.requests: list[dict] = []
         self.embedder = None  # texts -> vectors, for /v1/embeddings
-        self.embedding_encoding = "honour"  # or "ignore", "refuse_base64" (see above)
+        self.embedding_encoding = "honour"  # "ignore", "refuse_base64", "refuse_vaguely"
         self.embedding_formats: list[str] = []  # the encoding_format each call asked for
         self.embedding_batches: list[int] = []
         self.embedding_models: list[str] = []  # the model each /v1/embeddings call named
@@ -203,6 +204,9 @@ class OpenAIProvider:
                 fmt = body.get("encoding_format", "float")
                 with fake._lock:
                     fake.embedding_formats.append(fmt)
+                if fmt == "base64" and fake.embedding_encoding == "refuse_vaguely":
+                    self._error(400, "Bad input", "invalid_request_error", None)
+                    return
                 if fmt not in ("float", "base64") or (
                         fmt == "base64" and fake.embedding_encoding == "refuse_base64"):
                     allowed = "['float']" if fake.embedding_encoding == "refuse_base64" \
