@@ -46,6 +46,7 @@ DEFAULT_GUARDS = ("bench/golden/shared-corpora.jsonl", "bench/golden/paraphrases
         30 search candidates, found once before training, are re-ranked by the model being
         trained, and the state that puts a relevant document's passage highest is kept.
         Only tune, train, dev and feedback rows validate; test rows and blind sets never do.
+        Like --guard files, their questions are kept out of the pairs.
 
         \b
         Where it goes: <data dir>/models/tuned-<UTC time>/ (or --out), the
@@ -146,7 +147,10 @@ def _tune(obj: Context, o: dict) -> None:
         raise ConfigError(f"{out} exists", hint="choose a new --out (a model folder's name "
                                                 "is its id: never reuse one)")
 
-    guard_files = [g for g in DEFAULT_GUARDS if Path(g).is_file()] + list(o["guards"])
+    # The questions that judge the steps must not be learned either (a helpful answer's
+    # question is a feedback pair).
+    guard_files = list(dict.fromkeys([g for g in DEFAULT_GUARDS if Path(g).is_file()]
+                                     + list(o["guards"]) + list(o["validate_qa"])))
     questions = [q for g in guard_files for q in questions_in(Path(g))]
     guard = LeakageGuard(questions)
     click.echo(f"leakage guard: {guard.questions} questions from "
