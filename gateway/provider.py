@@ -3,8 +3,8 @@
 A provider knows its URL, model, key, price and limits, and turns every way a call can go
 wrong into a ``ProviderError`` the router can act on. It never retries by itself: retrying and
 failing over are the router's decisions, made with the whole chain and the deadline in view.
-The one call it repeats is a protocol choice, not a failure: an embeddings endpoint that
-refuses base64 is asked again, at once and from then on, for numbers.
+The one call it repeats is a protocol choice, not a failure: an embeddings request in base64
+that gets a 400 is asked again at once in numbers, and in numbers from then on if that works.
 """
 
 from __future__ import annotations
@@ -71,8 +71,8 @@ class Provider:
                                   timeout=httpx.Timeout(spec.timeout))
         self._base = spec.base_url.rstrip("/")
         # Embeddings are asked for in base64 (a quarter of JSON's bytes, decoded without parsing
-        # 384 numbers a row) until the server refuses it; servers that ignore the field send
-        # numbers, which are read as well.
+        # a number per dimension) until the server refuses it; servers that ignore the field
+        # send numbers, which are read as well.
         self._embedding_format = "base64"
         self._url = self._base + "/chat/completions"
 
@@ -147,18 +147,23 @@ class Provider:
         L2-normalised so that a dot product is the cosine the index uses."""
         fmt = self._embedding_format
         body = {"model": self.spec.model, "input": texts, "encoding_format": fmt}
+        started = time.monotonic()
         try:
             raw = self._post(self._base + "/embeddings", body, timeout, "embeddings")
         except ProviderError as e:
             if fmt != "base64" or not refuses_base64(e):
                 raise
-            # Some OpenAI-compatible servers answer 400 (or FastAPI's 422) to base64: ask in
-            # numbers from now on, and say so once.
-            self._embedding_format = "float"
-            log.warning("provider %s refused base64 embeddings (%s); asking for floats from "
-                        "now on", self.name, e)
+            # Some OpenAI-compatible servers answer 400 (or FastAPI's 422) to base64, not all
+            # of them saying why. The same texts in numbers tell: if they are taken, numbers
+            # from now on; if not, the 400 was about the texts, and base64 stays.
             body["encoding_format"] = "float"
-            raw = self._post(self._base + "/embeddings", body, timeout, "embeddings")
+            raw = self._post(self._base + "/embeddings", body,
+                             max(0.0, timeout - (time.monotonic() - started)), "embeddings")
+            with self._lock:
+                switched, self._embedding_format = self._embedding_format == "base64", "float"
+            if switched:  # one warning, however many calls were refused at once
+                log.warning("provider %s refused base64 embeddings (%s) and took numbers; "
+                            "asking for numbers from now on", self.name, e)
         vectors, reported = parse_embeddings(self.name, raw, len(texts))
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         vectors = vectors / np.where(norms == 0, 1, norms)

@@ -106,8 +106,8 @@ def _vector(embedding: list[float] | str) -> np.ndarray | list[float]:
 def refuses_base64(error: ProviderError) -> bool:
     """A 400 or 422 to a request that asked for base64: maybe the server takes embeddings
     requests but not ``"encoding_format": "base64"`` (llama.cpp-style servers and FastAPI
-    validators answer so, not all of them naming the field). Asking in numbers, the
-    protocol's default, is what citewise did before base64, so it is the safe way back."""
+    validators answer so, not all of them naming the field), maybe the texts were the
+    trouble. Asking again in numbers, the protocol's default, tells which."""
     text = str(error).lower()
     return error.kind == "refused" and (
         "encoding_format" in text or "base64" in text

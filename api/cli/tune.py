@@ -44,7 +44,9 @@ DEFAULT_GUARDS = ("bench/golden/shared-corpora.jsonl", "bench/golden/paraphrases
         With --validate-qa, labelled questions judge instead (better: past a few hundred
         steps the pairs stop predicting how questions are answered): each question's best
         30 search candidates, found once before training, are re-ranked by the model being
-        trained, and the state that puts a relevant document's passage highest is kept.
+        trained, and the state that puts a relevant document's passage highest is kept
+        (about a minute a validation for 135 questions on two cores; the held-out pairs
+        are then neither trained on nor validated on).
         Only tune, train, dev and feedback rows validate; test rows and blind sets never do.
         Like --guard files, their questions are kept out of the pairs.
 
@@ -60,8 +62,8 @@ DEFAULT_GUARDS = ("bench/golden/shared-corpora.jsonl", "bench/golden/paraphrases
         then run `citewise serve` with the same setting. Reindex with it unset to go back.
 
         \b
-        Cost: about 11 pairs a second on two idle CPU cores at batch 32 (10k pairs in 15
-        minutes); measured 1.4 a second on two cores shared with other work; about 3.5 GB
+        Cost: about 10-11 pairs a second on two idle CPU cores at batch 32 (10k pairs in
+        15 minutes); measured 1.4 a second on two cores shared with other work; 3.5-4.2 GB
         of memory at batch 32.
 
         \b
@@ -149,6 +151,8 @@ def _tune(obj: Context, o: dict) -> None:
 
     # The questions that judge the steps must not be learned either (a helpful answer's
     # question is a feedback pair).
+    # The questions that judge, read before the minutes of mining: a blind file is refused now.
+    chosen = _validation_questions(o["validate_qa"]) if o["validate_qa"] else None
     guard_files = list(dict.fromkeys([g for g in DEFAULT_GUARDS if Path(g).is_file()]
                                      + list(o["guards"]) + list(o["validate_qa"])))
     questions = [q for g in guard_files for q in questions_in(Path(g))]
@@ -187,29 +191,35 @@ def _tune(obj: Context, o: dict) -> None:
         raise ConfigError("no training pairs: the catalog has no documents to learn from",
                           hint="ingest sources first (`citewise ingest --all`)")
     check, validated_on = None, None
-    if o["validate_qa"]:
-        check, validated_on = _question_check(obj, o["validate_qa"])
+    if chosen is not None:
+        check, validated_on = _question_check(obj, o["validate_qa"], chosen)
     _train(o, base, out, mined, stamp, guard_files, check, validated_on)
 
 
-# Search candidates per validation question: what the model re-ranks at each validation (the
-# texts of ~140 questions' 30 candidates embed in well under a minute on two cores).
+# Search candidates per validation question: what the model re-ranks at each validation (135
+# questions' 30 candidates, ~3,000 distinct passages, took 50-60 s a validation on two idle
+# cores: bench/results/tune-questions.json).
 VALIDATION_CANDIDATES = 30
 
 
-def _question_check(obj: Context, files: tuple[str, ...]):
-    """The questions that judge the steps, each with its search candidates as the live index
-    finds them now. The loader is the one `citewise rank train` uses: blind files refused,
-    test rows left out."""
-    from citewise.api.cli.evaluate import _in_process
-    from citewise.api.evaluation.qa import doc_key
+def _validation_questions(files: tuple[str, ...]):
+    """The loader `citewise rank train` uses: blind files refused, test rows left out."""
     from citewise.api.ranking.training import load_training_questions
-    from citewise.index.dense import embedding_text
-    from citewise.ingest.tuning.train import QuestionCheck
 
     chosen = load_training_questions(files)
     for why, n in chosen.left_out.items():
         click.echo(f"validation questions: left out {n} rows: {why}", err=True)
+    return chosen
+
+
+def _question_check(obj: Context, files: tuple[str, ...], chosen):
+    """The questions that judge the steps, each with its search candidates as the live index
+    finds them now."""
+    from citewise.api.cli.evaluate import _in_process
+    from citewise.api.evaluation.qa import doc_key
+    from citewise.index.dense import embedding_text
+    from citewise.ingest.tuning.train import QuestionCheck
+
     check = QuestionCheck([], [], [], [])
     at: dict[str, int] = {}
     unlearnable = 0

@@ -83,6 +83,11 @@ class QuestionCheck:
     pools: list[list[int]]
     relevant: list[set[int]]
 
+    def __post_init__(self) -> None:
+        for i, (pool, relevant) in enumerate(zip(self.pools, self.relevant, strict=True)):
+            if not relevant & set(pool):
+                raise ValueError(f"question {i} has no relevant passage among its candidates")
+
     def validate(self, model: Any, step: int, batch_size: int = 64) -> Validation | None:
         if not self.questions:
             return None
@@ -99,7 +104,8 @@ class QuestionCheck:
         for i, pool in enumerate(self.pools):
             sims = texts[pool] @ asked[i]
             order = np.argsort(-sims, kind="stable")
-            ranks.append(next(r for r, j in enumerate(order, 1) if pool[j] in self.relevant[i]))
+            ranks.append(next((r for r, j in enumerate(order, 1) if pool[j] in self.relevant[i]),
+                              len(pool) + 1))  # none: below every candidate
         r = np.asarray(ranks)
         return Validation(step=step, recall_at_1=float(np.mean(r == 1)),
                           recall_at_10=float(np.mean(r <= 10)), mrr=float(np.mean(1 / r)),

@@ -147,7 +147,8 @@ def test_labelled_questions_judge_the_steps_when_given(data, tmp_path):
     history = card["result"]["history"]
     assert [v["step"] for v in history] == [0, 1, 2]
     assert {v["of"] for v in history} == {"questions"} and {v["pairs"] for v in history} == {2}
-    assert history[0]["mrr"] > 0  # a relevant passage was among the candidates of each
+    assert card["validated_on"]["left_out"]["no relevant candidate"] == 0
+    assert 0 < history[0]["mrr"] <= 1
     assert card["validated_on"]["questions"] == 2
     assert str(golden) in card["guard_files"]  # what judges is kept out of the pairs too
     assert card["validated_on"]["left_out"]["split 'test' (only tune, train, dev and feedback "

@@ -85,6 +85,8 @@ class OpenAIProvider:
         self.embedder = None  # texts -> vectors, for /v1/embeddings
         self.embedding_encoding = "honour"  # "ignore", "refuse_base64", "refuse_vaguely"
         self.embedding_formats: list[str] = []  # the encoding_format each call asked for
+        self.too_long: str | None = None  # a text holding this gets vLLM's context-length 400
+        self.corrupt_base64 = False  # base64 rows cut short (a broken proxy, a bad server)
         self.embedding_batches: list[int] = []
         self.embedding_models: list[str] = []  # the model each /v1/embeddings call named
         self.modes_served: list[str] = []
@@ -204,6 +206,14 @@ class OpenAIProvider:
                 fmt = body.get("encoding_format", "float")
                 with fake._lock:
                     fake.embedding_formats.append(fmt)
+                if fake.too_long and any(fake.too_long in t for t in texts):
+                    # vLLM's answer to an input past the model's window (its OpenAI server's
+                    # 400, type BadRequestError), whatever the encoding asked for.
+                    self._error(400, "This model's maximum context length is 512 tokens. "
+                                "However, you requested 913 tokens in the input for embedding "
+                                "generation. Please reduce the length of the input.",
+                                "BadRequestError", None)
+                    return
                 if fmt == "base64" and fake.embedding_encoding == "refuse_vaguely":
                     self._error(400, "Bad input", "invalid_request_error", None)
                     return
@@ -222,6 +232,9 @@ class OpenAIProvider:
                 rows = [{"object": "embedding", "index": i,
                          "embedding": _base64_floats(v) if as_base64 else [float(x) for x in v]}
                         for i, v in enumerate(vectors)]
+                if as_base64 and fake.corrupt_base64:
+                    for row in rows:
+                        row["embedding"] = row["embedding"][:-3]
                 tokens = sum(len(t.split()) for t in texts)
                 self._json(200, {"object": "list", "data": rows[::-1], "model": body["model"],
                                  "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})

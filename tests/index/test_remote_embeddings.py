@@ -10,6 +10,8 @@ import pytest
 from citewise.api.composition import build_services
 from citewise.api.settings import Settings
 from citewise.errors import ConfigError
+from citewise.gateway.provider import Provider, ProviderSpec
+from citewise.gateway.wire import ProviderError
 from citewise.ingest.jobs import run_source
 from citewise.types import Identity
 from tests.fakes.openai_provider import OpenAIProvider
@@ -91,13 +93,17 @@ def test_embeddings_in_base64_or_numbers_whatever_the_server_speaks(tmp_path, kb
     numbers, and never again in base64.
     Either way the vectors are the server's."""
     endpoint.embedding_encoding = server
-    services = build_services(remote_settings(tmp_path, endpoint))
+    # The dimension given, so that no probe call goes first: the first batches are sent
+    # together (concurrency 3), and each must find its way to numbers.
+    services = build_services(remote_settings(tmp_path, endpoint, embedding_dim=384))
     try:
         report = run_source(services.pipeline, folder_source(kb), trigger="t")
         assert report.status == "succeeded", report.summary()
         formats = endpoint.embedding_formats
         if server.startswith("refuse"):
-            assert formats[0] == "base64" and set(formats[1:]) == {"float"}, formats
+            # Each batch sent before the first was refused asks twice; after that, numbers.
+            assert formats[0] == "base64" and formats[-1] == "float", formats
+            assert formats.count("base64") <= 3, formats
         else:
             assert set(formats) == {"base64"}, formats
         text = "how do I fail over the redis primary"
@@ -107,3 +113,28 @@ def test_embeddings_in_base64_or_numbers_whatever_the_server_speaks(tmp_path, kb
         assert services.search.search(text, Identity(), top_k=3)[0].path == REDIS
     finally:
         services.close()
+
+
+def test_a_400_about_the_texts_leaves_base64_on_and_bad_base64_is_malformed(endpoint):
+    """A 400 that numbers get too (an input past the model's window) is the texts' fault: the
+    error reaches the caller and the next request still asks for base64. Rows that are not
+    whole float32 arrays are a malformed response, not vectors."""
+    provider = Provider(ProviderSpec(name="embeddings", base_url=endpoint.base_url,
+                                     model="bge-small"))
+    endpoint.embedder = lambda texts: np.ones((len(texts), 4), dtype=np.float32)
+    endpoint.too_long = "XXLONG"
+    try:
+        with pytest.raises(ProviderError) as refused:
+            provider.embed(["fine", "XXLONG " * 400], timeout=5)
+        assert refused.value.kind == "refused" and "maximum context length" in str(refused.value)
+        assert endpoint.embedding_formats == ["base64", "float"]
+        vectors, _ = provider.embed(["fine"], timeout=5)
+        assert endpoint.embedding_formats[-1] == "base64" and vectors.shape == (1, 4)
+        assert np.allclose(vectors, 0.5)  # normalised on arrival
+
+        endpoint.corrupt_base64 = True
+        with pytest.raises(ProviderError) as broken:
+            provider.embed(["fine"], timeout=5)
+        assert broken.value.kind == "malformed"
+    finally:
+        provider.close()

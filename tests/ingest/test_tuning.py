@@ -383,3 +383,5 @@ def test_questions_validate_by_where_their_relevant_passage_ranks(dense):
     assert v.mrr == pytest.approx(0.75)
     assert "(2 questions)" in v.line()
     assert QuestionCheck([], [], [], []).validate(dense.model, step=0) is None
+    with pytest.raises(ValueError, match="no relevant passage"):
+        QuestionCheck(["q"], ["a passage"], [[0]], [set()])
