@@ -544,7 +544,8 @@ def markdown(r: dict) -> str:
             if q["kept"]:
                 verdict = f"kept: every loss within {QUALITY_LOSS}"
             elif over:
-                verdict = f"not kept: {', '.join(over)} lose more than {QUALITY_LOSS}"
+                verb = "loses" if len(over) == 1 else "lose"
+                verdict = f"not kept: {', '.join(over)} {verb} more than {QUALITY_LOSS}"
             else:
                 verdict = ("not adopted yet: the sets run lose at most "
                            f"{QUALITY_LOSS}, but not every set was run")
