@@ -220,8 +220,10 @@ def _question_check(obj: Context, files: tuple[str, ...], chosen):
     from citewise.index.dense import embedding_text
     from citewise.ingest.tuning.train import QuestionCheck
 
-    check = QuestionCheck([], [], [], [])
-    at: dict[str, int] = {}
+    questions: list[str] = []
+    pools: list[list[int]] = []
+    relevants: list[set[int]] = []
+    at: dict[str, int] = {}  # each distinct passage once, by its text
     unlearnable = 0
     with _in_process(obj, "tuning") as services:
         for q in chosen.questions:
@@ -229,23 +231,21 @@ def _question_check(obj: Context, files: tuple[str, ...], chosen):
                                                     depth=VALIDATION_CANDIDATES)
             pool, relevant = [], set()
             for r in results:
-                text = embedding_text(r.title, r.heading or "", r.text)
-                i = at.setdefault(text, len(check.passages))
-                if i == len(check.passages):
-                    check.passages.append(text)
+                i = at.setdefault(embedding_text(r.title, r.heading or "", r.text), len(at))
                 pool.append(i)
                 if doc_key(r.source, r.path, r.document_id) in q.relevant:
                     relevant.add(i)
             if not relevant:
                 unlearnable += 1
                 continue
-            check.questions.append(q.question)
-            check.pools.append(pool)
-            check.relevant.append(relevant)
-    if not check.questions:
+            questions.append(q.question)
+            pools.append(pool)
+            relevants.append(relevant)
+    if not questions:
         raise ConfigError(f"no validation question of {', '.join(files)} has a relevant "
                           f"document among its {VALIDATION_CANDIDATES} search candidates",
                           hint="check the golden sets' `relevant` paths against this index")
+    check = QuestionCheck(questions, list(at), pools, relevants)
     click.echo(f"validation: {len(check.questions)} questions ({unlearnable} without a relevant "
                f"candidate left out), {len(check.passages)} passages", err=True)
     return check, {"files": list(files), "questions": len(check.questions),
