@@ -38,6 +38,7 @@ class Composer:
         # ``synonyms``: search's, so that "how do I bounce it" finds the section that says
         # restart (see ``steps.py``).
         synonyms = synonyms if synonyms is not None else Synonyms()
+        self.scorer = scorer
         self.code = CodeStrategy()
         self.sentences = SentencesStrategy(scorer)
         # What each kind of question (``question.py``) tries before the best sentences.
@@ -60,7 +61,7 @@ class Composer:
                 # function's signature is its own answer: code is left as found).
                 if strategy is self.code:
                     return composed
-                return self._with_value(q, ev, add_named_unit(q, ev, composed))
+                return self._with_value(q, ev, add_named_unit(q, ev, composed, self.scorer))
         return None
 
     def _with_value(self, q: Question, ev: Evidence, composed: Composed) -> Composed:

@@ -89,6 +89,26 @@ LOOKS_LIKE = {
 }
 
 
+# A number set against another, which is a threshold wherever it is written: "count >= 200"
+# in a rule, "above 90%", "more than 5 restarts".
+_COMPARED = re.compile(r"(?:[<>]=?|[≥≤])\s*\d|\b(?:above|over|below|under|exceeds?|exceeding|"
+                       r"more than|less than|fewer than|at least|at most|greater than)\s+\d",
+                       re.I)
+_CODE_SPAN = re.compile(r"`[^`]*`")
+
+
+def looks_like(kind: str, prose: str, code: str = "") -> bool:
+    """Whether a text holds a thing of ``kind`` ("number", "command"...): ``prose`` is its
+    text, ``code`` its code (a block, an item's commands). A number in code is an argument
+    ("== 1", "topk(5, ...)"), not a value, unless it is compared against ("count >= 200")."""
+    if kind == "command" and code.strip():
+        return True
+    if kind != "number":
+        return bool(LOOKS_LIKE[kind].search(f"{prose}\n{code}"))
+    return bool(_COMPARED.search(f"{prose}\n{code}")
+                or LOOKS_LIKE["number"].search(_CODE_SPAN.sub(" ", prose)))
+
+
 @dataclass(frozen=True)
 class NamedThing:
     text: str  # as the question writes it

@@ -13,6 +13,11 @@ question's other words in the unit and, at half weight, beside it (its heading, 
 around it). The best unit joins the answer with its own citation, pointing at its lines, unless
 the answer already shows it (or a unit that holds the things as well).
 
+A question that asks for a kind of thing without naming one ("how fast must I be online") needs
+a unit of that kind that shares enough of its words; when none does and the answer shows nothing
+of the kind, the model's similarity to the question chooses among the units that hold one
+("paged" and "notified" are different words, not different meanings).
+
 Only the cited documents are searched: which document answers is search's decision; which of
 its lines, this module's. A thing that most units of a document mention is its subject, not a
 line's key ("haproxy" in the HAProxy runbook), and a thing no unit mentions adds nothing.
@@ -31,10 +36,10 @@ from citewise.retrieval.answering.evidence import SKIP_HEADING, Composed, Eviden
 from citewise.retrieval.answering.lexical import restates
 from citewise.retrieval.answering.model import AnswerBlock, Citation, render_markdown
 from citewise.retrieval.answering.named_things import (
-    LOOKS_LIKE,
     NamedThing,
     asked_kinds,
     asking_words,
+    looks_like,
     named_things,
 )
 from citewise.retrieval.answering.question import Question
@@ -49,6 +54,7 @@ from citewise.retrieval.answering.quoting import (
     step_of_item,
     trim,
 )
+from citewise.retrieval.answering.strategies.protocol import Scorer
 from citewise.retrieval.search import line_link
 
 # A thing in more than this share of a document's units is what the document is about.
@@ -61,6 +67,12 @@ NEARBY_SHARE = 0.5
 ASKED_KIND_WEIGHT = 0.5
 # A unit found only by the kind asked for must share this much of the question's other words.
 KIND_ONLY_MIN_OVERLAP = 0.34
+# ... unless the answer shows nothing of a kind asked for ("how fast must I be online" answered
+# without a duration): then the unit of that kind that the model finds closest to the question
+# (its similarity and the words it shares, the best of ``RESERVE_CANDIDATES`` by those words)
+# joins the answer, if the model finds it at least this close. Only then is the model asked.
+RESERVE_MIN_SIMILARITY = 0.25
+RESERVE_CANDIDATES = 12
 # The answer's length budget, in rendered characters: the strategies' largest answer (a
 # procedure of 3,500 characters and what frames it) and one unit beside it.
 ANSWER_BUDGET = 4500
@@ -87,8 +99,11 @@ class Unit:
     end: int | None = None
 
 
-def add_named_unit(q: Question, ev: Evidence, composed: Composed) -> Composed:
-    """``composed`` with the unit that holds what the question names, when it lacks it."""
+def add_named_unit(q: Question, ev: Evidence, composed: Composed,
+                   scorer: Scorer | None = None) -> Composed:
+    """``composed`` with the unit that holds what the question names, when it lacks it.
+    ``scorer`` (the model's similarity to the question) chooses among the units of a kind the
+    answer lacks when none shares enough of the question's words."""
     docs = [d for d in composed.documents if d in ev.outlines and d in ev.records]
     kinds = asked_kinds(q)
     literal = named_things(q)
@@ -104,7 +119,7 @@ def add_named_unit(q: Question, ev: Evidence, composed: Composed) -> Composed:
     things = _specific(literal + commands, units, ev, docs)
     if not things and not kinds:
         return composed
-    best = _best_unit(q, things, kinds, units, composed)
+    best = _best_unit(q, things, kinds, units, composed, scorer)
     if best is None:
         return composed
     shown = _normal(render_markdown(composed.blocks))
@@ -192,8 +207,9 @@ def _specific(things: list[NamedThing], units: list[Unit], ev: Evidence,
 
 
 def _best_unit(q: Question, things: list[NamedThing], kinds: list[str], units: list[Unit],
-               composed: Composed) -> Unit | None:
-    """The unit that holds the things best, if the answer does not already show one as good."""
+               composed: Composed, scorer: Scorer | None = None) -> Unit | None:
+    """The unit that holds the things best, if the answer does not already show one as good;
+    failing that, the closest unit of a kind asked for that the answer lacks."""
     patterns = [(t, t.pattern()) for t in things]
     n = len(units)
     idf = {t: math.log(1 + n / max(1, sum(bool(p.search(u.text)) for u in units)))
@@ -215,13 +231,17 @@ def _best_unit(q: Question, things: list[NamedThing], kinds: list[str], units: l
     word_idf = {w: math.log(1 + n / c) for w, c in df.items()}
     other = set(df)
     total = sum(word_idf.values()) or 1.0
-    shown = _normal(render_markdown(composed.blocks))
+    rendered = render_markdown(composed.blocks)
+    shown = _normal(rendered)
+    # Kinds asked for that the answer shows nothing of, as a unit is searched for them.
+    prose, code = _answer_code(rendered)
+    lacking = [kd for kd in kinds if not looks_like(kd, prose, code)]
+    reserve: list[tuple[float, int]] = []
     best: tuple[float, int] | None = None
     best_shown = 0.0
     for k, u in enumerate(units):
         held = [t for t, p in patterns if p.search(u.text)]
-        kind_found = [kd for kd in kinds if LOOKS_LIKE[kd].search(u.text) or (
-            kd == "command" and (u.kind == "code" or u.item is not None and u.item.code))]
+        kind_found = [kd for kd in kinds if looks_like(kd, *_prose_and_code(u))]
         own = sum(word_idf[w] for w in other & bags[k]) / total
         beside = sum(word_idf[w] for w in (other & near[k]) - bags[k]) / total
         if held:
@@ -229,6 +249,8 @@ def _best_unit(q: Question, things: list[NamedThing], kinds: list[str], units: l
         elif kind_found and own + NEARBY_SHARE * beside >= KIND_ONLY_MIN_OVERLAP:
             score = 0.0  # the kind asked for, among the question's words
         else:
+            if set(kind_found) & set(lacking) and not _is_shown(u, shown):
+                reserve.append((own + NEARBY_SHARE * beside, k))
             continue
         if kind_found:
             score += ASKED_KIND_WEIGHT
@@ -237,9 +259,42 @@ def _best_unit(q: Question, things: list[NamedThing], kinds: list[str], units: l
             best_shown = max(best_shown, score)
         elif best is None or score > best[0]:
             best = (score, k)
+    if best is None and scorer is not None and reserve:
+        return _closest(q, scorer, [(w, units[k]) for w, k in reserve])
     if best is None or best_shown >= best[0]:
         return None
     return units[best[1]]
+
+
+def _closest(q: Question, scorer: Scorer, candidates: list[tuple[float, Unit]]) -> Unit | None:
+    """Of units that hold a kind of thing the answer lacks, the one the model finds closest to
+    the question, with the share of its words they hold beside; None when none is close."""
+    candidates = sorted(candidates, key=lambda c: -c[0])[:RESERVE_CANDIDATES]
+    similarity = scorer([u.text for _, u in candidates])
+    scored = [(float(s) + words, float(s), u)
+              for (words, u), s in zip(candidates, similarity, strict=True)]
+    total, close, unit = max(scored, key=lambda c: c[0])
+    return unit if close >= RESERVE_MIN_SIMILARITY else None
+
+
+_FENCED = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
+_LIST_MARKER = re.compile(r"^\s*(?:\d+\.|[-*])\s", re.M)
+
+
+def _answer_code(rendered: str) -> tuple[str, str]:
+    """An answer's Markdown without its list numbers and code blocks, and their code."""
+    code = "\n".join(m.group(1) for m in _FENCED.finditer(rendered))
+    return _LIST_MARKER.sub("", _FENCED.sub("", rendered)), code
+
+
+def _prose_and_code(u: Unit) -> tuple[str, str]:
+    """A unit's text apart from its code (a code block's text, an item's commands)."""
+    if u.kind == "code":
+        return "", u.text
+    if u.item is not None:
+        it = u.item
+        return "\n".join([it.text, *it.notes, *it.sub]), "\n".join(c.text for c in it.code)
+    return u.text, ""
 
 
 def _normal(text: str) -> str:

@@ -555,3 +555,91 @@ The admin socket also answers `show info` and `show sess`, which list the node's
 
 - Cloudflare traffic runbook
 """
+
+
+def on_call_policy() -> str:
+    """A team's on-call page: how fast to be online is one item of a list, among other lists
+    and sentences that hold durations and numbers of their own, in words the question does not
+    use ("notified", not "paged")."""
+    return """---
+title: Platform on-call policy
+service: on-call
+---
+# Platform on-call policy
+
+How the platform team runs its on-call rotation, and what it asks of whoever holds the pager.
+
+## Before your shift
+
+- Check that you can log in to the status page and to the paging tool.
+- Make sure the paging app on your phone is allowed to ring in do-not-disturb mode.
+- Read the handover notes the previous shift left in the rotation's document.
+
+## While you hold the pager
+
+- Be able to start investigating a problem within half an hour of being notified about it.
+- Keep a laptop and a working internet connection with you.
+- Hand over anything still open at the end of the shift, in the handover document.
+
+## What contacts you
+
+There are 2 reasons the paging tool might contact you:
+
+1. An alert of severity one or two fired.
+2. Someone raised an incident by hand and chose the platform team.
+
+## Drills and checks
+
+The uptime checker sends an alert after 5 mins of failed checks. A drill alert goes out every
+Monday at 10am, and acknowledging it is enough.
+
+## Swaps
+
+If you need cover for a day or two, arrange a swap with another engineer on the rotation and
+update the schedule yourself.
+"""
+
+
+def failed_pods_runbook() -> str:
+    """An alert runbook whose threshold is in its rule ("count >= 200"), while its diagnosis
+    queries hold numbers that are arguments ("== 1", "topk(5, ...)")."""
+    return """# VirtPodsStuckFailed
+
+## Meaning
+
+Many virt-launcher pods remain in the `Failed` phase.
+
+Condition: `cluster:virt_pods_failed:count >= 200` holds for 10 minutes. Mass failures point
+at a migration loop, an image pull problem or a storage attach failure.
+
+## Impact
+
+- The API server and etcd slow down listing the failed pods.
+- Dashboards time out on the pod lists.
+
+## Diagnosis
+
+1. Confirm the scope and where the failed pods are:
+    ```promql
+    cluster:virt_pods_failed:count
+    ```
+    ```promql
+    count by (namespace) (kube_pod_status_phase{phase="Failed", pod=~"virt-launcher-.*"} == 1)
+    ```
+    ```promql
+    topk(5, count by (node) (kube_pod_status_phase{phase="Failed"} == 1))
+    ```
+2. Read the events of a few failed pods:
+    ```bash
+    $ oc get events -A --field-selector reason=Failed | head -n 20
+    ```
+
+## Mitigation
+
+1. Stop the migration loop: cancel the in-flight migrations.
+2. Delete the failed pods:
+    ```bash
+    $ oc delete pods -A -l kubevirt.io=virt-launcher --field-selector=status.phase=Failed
+    ```
+3. Fix the cause (registry credentials, the CNI, the storage class) and watch the count fall.
+"""

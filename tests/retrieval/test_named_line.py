@@ -16,12 +16,18 @@ import pytest
 
 from citewise.retrieval.answering.compose import Composer
 from citewise.retrieval.answering.model import render_markdown
-from citewise.retrieval.answering.named_things import asked_kinds, named_things
+from citewise.retrieval.answering.named_things import asked_kinds, looks_like, named_things
 from citewise.retrieval.answering.pinpoint import ANSWER_BUDGET, add_named_unit
 from citewise.retrieval.answering.question import analyse
 from citewise.types import Identity
 from tests.kb import services_over
-from tests.retrieval.long_runbooks import failover_runbook, haproxy_runbook, rack_attack_runbook
+from tests.retrieval.long_runbooks import (
+    failed_pods_runbook,
+    failover_runbook,
+    haproxy_runbook,
+    on_call_policy,
+    rack_attack_runbook,
+)
 from tests.retrieval.test_answer_strategies import evidence, scorer
 
 ANON = Identity.anonymous()
@@ -29,6 +35,8 @@ FILES = {
     "runbooks/patroni-failover.md": failover_runbook(),
     "runbooks/rack-attack.md": rack_attack_runbook(),
     "runbooks/haproxy-blocking.md": haproxy_runbook(),
+    "handbook/on-call-policy.md": on_call_policy(),
+    "runbooks/VirtPodsStuckFailed.md": failed_pods_runbook(),
 }
 
 
@@ -208,3 +216,60 @@ def test_the_answer_stays_within_its_budget(kb):
     assert 0 < len(kept) < len(steps.steps)
     assert f"{len(steps.steps) - len(kept)} more steps follow in the source." in text
     assert kept[0].text == steps.steps[0].text  # cut from the end, never the start
+
+
+def test_a_kind_the_answer_lacks_comes_from_the_closest_unit_of_that_kind(kb):
+    """"How fast" asks for a duration. The sentences search hit speak of what pages you, and
+    no unit shares enough of the question's words ("notified", not "paged"): the model picks,
+    among the units that hold a duration, the one closest to the question."""
+    services, docs = kb
+    question = "how quickly must i be online once i'm paged?"
+    q, ev, plain = shape_alone(services, question)
+    assert asked_kinds(q) == ["duration"]
+    assert "half an hour" not in render_markdown(plain.blocks)
+    # Words alone choose nothing: the question's words are not the line's.
+    assert add_named_unit(q, ev, plain) is plain
+    added = add_named_unit(q, ev, plain, scorer(services, question))
+    assert "within half an hour" in render_markdown(added.blocks)
+    answer = services.answers.answer(question, ANON, use_cache=False)
+    cited = citation_holding(answer, "within half an hour")
+    assert cited is not None and cited.path == "handbook/on-call-policy.md"
+    assert "within half an hour" in cited_lines(docs, cited)
+    # Not the uptime checker's "after 5 mins", which holds a duration too.
+    assert "5 mins" not in answer.answer
+
+
+def test_a_kind_the_answer_shows_already_adds_nothing_by_the_model(kb):
+    """The answer states a duration: the model is not asked for another one."""
+    services, _ = kb
+    question = "how quickly does the uptime checker alert?"
+    q, ev, plain = shape_alone(services, question)
+    assert asked_kinds(q) == ["duration"]
+    assert "after 5 mins" in render_markdown(plain.blocks)
+    assert add_named_unit(q, ev, plain, scorer(services, question)) is plain
+
+
+def test_a_threshold_in_a_rule_beats_the_numbers_of_a_query(kb):
+    """"What count triggers it": the rule's "count >= 200", not a diagnosis item whose queries
+    hold "== 1" and "topk(5, ...)" and name the same metric."""
+    services, docs = kb
+    answer = services.answers.answer("VirtPodsStuckFailed what count triggers it", ANON,
+                                     use_cache=False)
+    assert ">= 200" in answer.answer, answer.answer
+    cited = citation_holding(answer, ">= 200")
+    assert cited is not None and ">= 200" in cited_lines(docs, cited)
+
+
+@pytest.mark.parametrize(("kind", "prose", "code", "found"), [
+    ("number", "Condition: `failed:count >= 200` holds for 10 minutes.", "", True),
+    ("number", "Confirm the scope:", "count by (ns) (phase == 1)\ntopk(5, x)", False),
+    ("number", "Run `topk(5, x)` to see them.", "", False),  # an argument in a code span
+    ("number", "Page when more than 5 hosts are down.", "", True),
+    ("number", "Confirm the scope:", "alert: x > 90", True),  # compared, even in code
+    ("number", "There are 2 reasons.", "", True),
+    ("command", "Restart it.", "sv restart nginx", True),
+    ("command", "Restart it.", "", False),
+    ("duration", "within half an hour of being notified", "", True),
+])
+def test_what_looks_like_a_value(kind, prose, code, found):
+    assert looks_like(kind, prose, code) is found
