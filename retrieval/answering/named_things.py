@@ -90,11 +90,19 @@ LOOKS_LIKE = {
 
 
 # A number set against another, which is a threshold wherever it is written: "count >= 200"
-# in a rule, "above 90%", "more than 5 restarts".
-_COMPARED = re.compile(r"(?:[<>]=?|[≥≤])\s*\d|\b(?:above|over|below|under|exceeds?|exceeding|"
-                       r"more than|less than|fewer than|at least|at most|greater than)\s+\d",
-                       re.I)
-_CODE_SPAN = re.compile(r"`[^`]*`")
+# in a rule, "above 90%", "more than 5 restarts", a shell test's "-gt 3". Not an arrow ("->1",
+# "=> 3"), a tag's end ("<br>2") or a port mapping ("8080->80").
+_COMPARED = re.compile(r"(?<![-=<>\w])[<>]=?\s*\d|[≥≤]\s*\d|(?<!\w)-(?:gt|ge|lt|le)\s+\d|"
+                       r"\b(?:above|below|exceeds?|exceeding|more than|less than|fewer than|"
+                       r"at least|at most|greater than)\s+\d", re.I)
+_CODE_SPAN = re.compile(r"`([^`]*)`")
+
+
+def _span_value(m: re.Match[str]) -> str:
+    """A code span kept when it is a value on its own ("`6432`", "`30s`"), else blanked: the
+    numbers of an expression are its arguments ("`topk(5, x)`")."""
+    inner = m.group(1).strip()
+    return inner if NUMBER.fullmatch(inner) else " "
 
 
 def looks_like(kind: str, prose: str, code: str = "") -> bool:
@@ -106,7 +114,7 @@ def looks_like(kind: str, prose: str, code: str = "") -> bool:
     if kind != "number":
         return bool(LOOKS_LIKE[kind].search(f"{prose}\n{code}"))
     return bool(_COMPARED.search(f"{prose}\n{code}")
-                or LOOKS_LIKE["number"].search(_CODE_SPAN.sub(" ", prose)))
+                or LOOKS_LIKE["number"].search(_CODE_SPAN.sub(_span_value, prose)))
 
 
 @dataclass(frozen=True)

@@ -71,8 +71,10 @@ KIND_ONLY_MIN_OVERLAP = 0.34
 # without a duration): then the unit of that kind that the model finds closest to the question
 # (its similarity and the words it shares, the best of ``RESERVE_CANDIDATES`` by those words)
 # joins the answer, if the model finds it at least this close. Only then is the model asked.
+# The words rarely tell these units apart (none shares enough of them), so the model reads
+# many: a document's units in order, past the first screen of a long page.
 RESERVE_MIN_SIMILARITY = 0.25
-RESERVE_CANDIDATES = 12
+RESERVE_CANDIDATES = 40
 # The answer's length budget, in rendered characters: the strategies' largest answer (a
 # procedure of 3,500 characters and what frames it) and one unit beside it.
 ANSWER_BUDGET = 4500
@@ -231,11 +233,9 @@ def _best_unit(q: Question, things: list[NamedThing], kinds: list[str], units: l
     word_idf = {w: math.log(1 + n / c) for w, c in df.items()}
     other = set(df)
     total = sum(word_idf.values()) or 1.0
-    rendered = render_markdown(composed.blocks)
-    shown = _normal(rendered)
+    shown = _normal(render_markdown(composed.blocks))
     # Kinds asked for that the answer shows nothing of, as a unit is searched for them.
-    prose, code = _answer_code(rendered)
-    lacking = [kd for kd in kinds if not looks_like(kd, prose, code)]
+    lacking = [kd for kd in kinds if not looks_like(kd, *_answer_code(composed.blocks))]
     reserve: list[tuple[float, int]] = []
     best: tuple[float, int] | None = None
     best_shown = 0.0
@@ -259,14 +259,14 @@ def _best_unit(q: Question, things: list[NamedThing], kinds: list[str], units: l
             best_shown = max(best_shown, score)
         elif best is None or score > best[0]:
             best = (score, k)
-    if best is None and scorer is not None and reserve:
-        return _closest(q, scorer, [(w, units[k]) for w, k in reserve])
+    if best is None and not best_shown and scorer is not None and reserve:
+        return _closest(scorer, [(w, units[k]) for w, k in reserve])
     if best is None or best_shown >= best[0]:
         return None
     return units[best[1]]
 
 
-def _closest(q: Question, scorer: Scorer, candidates: list[tuple[float, Unit]]) -> Unit | None:
+def _closest(scorer: Scorer, candidates: list[tuple[float, Unit]]) -> Unit | None:
     """Of units that hold a kind of thing the answer lacks, the one the model finds closest to
     the question, with the share of its words they hold beside; None when none is close."""
     candidates = sorted(candidates, key=lambda c: -c[0])[:RESERVE_CANDIDATES]
@@ -277,14 +277,23 @@ def _closest(q: Question, scorer: Scorer, candidates: list[tuple[float, Unit]]) 
     return unit if close >= RESERVE_MIN_SIMILARITY else None
 
 
-_FENCED = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
-_LIST_MARKER = re.compile(r"^\s*(?:\d+\.|[-*])\s", re.M)
-
-
-def _answer_code(rendered: str) -> tuple[str, str]:
-    """An answer's Markdown without its list numbers and code blocks, and their code."""
-    code = "\n".join(m.group(1) for m in _FENCED.finditer(rendered))
-    return _LIST_MARKER.sub("", _FENCED.sub("", rendered)), code
+def _answer_code(blocks: list[AnswerBlock]) -> tuple[str, str]:
+    """An answer's text apart from its code, read from its blocks (the Markdown adds list
+    numbers and ``[n]`` marks, which are not values)."""
+    prose: list[str] = []
+    code: list[str] = []
+    for b in blocks:
+        if b.type == "code":
+            code.append(b.text or "")
+        elif b.type == "fact":
+            prose.append(f"{b.label}: {b.value}")
+        elif b.type == "steps":
+            for step in b.steps or []:
+                prose.extend([step.text, *step.notes])
+                code.extend(c.text for c in step.code)
+        else:
+            prose.append(b.text or "")
+    return "\n".join(prose), "\n".join(code)
 
 
 def _prose_and_code(u: Unit) -> tuple[str, str]:

@@ -250,11 +250,14 @@ def test_a_kind_the_answer_shows_already_adds_nothing_by_the_model(kb):
 
 
 def test_a_threshold_in_a_rule_beats_the_numbers_of_a_query(kb):
-    """"What count triggers it": the rule's "count >= 200", not a diagnosis item whose queries
-    hold "== 1" and "topk(5, ...)" and name the same metric."""
+    """"What count triggers it", end to end: the alert's answer (its meaning and steps) lacks
+    the rule, and the rule's "count >= 200" joins it, cited by its lines. The diagnosis item's
+    "== 1" and "topk(5, ...)" are arguments (``test_what_looks_like_a_value``)."""
     services, docs = kb
-    answer = services.answers.answer("VirtPodsStuckFailed what count triggers it", ANON,
-                                     use_cache=False)
+    question = "VirtPodsStuckFailed what count triggers it"
+    q, ev, plain = shape_alone(services, question)
+    assert ">= 200" not in render_markdown(plain.blocks)
+    answer = services.answers.answer(question, ANON, use_cache=False)
     assert ">= 200" in answer.answer, answer.answer
     cited = citation_holding(answer, ">= 200")
     assert cited is not None and ">= 200" in cited_lines(docs, cited)
@@ -267,6 +270,10 @@ def test_a_threshold_in_a_rule_beats_the_numbers_of_a_query(kb):
     ("number", "Page when more than 5 hosts are down.", "", True),
     ("number", "Confirm the scope:", "alert: x > 90", True),  # compared, even in code
     ("number", "There are 2 reasons.", "", True),
+    ("number", "PgBouncer listens on `6432`.", "", True),  # a value in a code span
+    ("number", "Check it:", "if [ \"$lag\" -gt 300 ]; then page; fi", True),
+    ("number", "Map the port:", "docker run -p 8080->80/tcp app", False),  # not compared
+    ("number", "Sort them:", "items.sort((a, b) => 0)", False),  # an arrow
     ("command", "Restart it.", "sv restart nginx", True),
     ("command", "Restart it.", "", False),
     ("duration", "within half an hour of being notified", "", True),
