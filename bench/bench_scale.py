@@ -214,12 +214,17 @@ def wait_loaded(url: str, seconds: float = 600.0) -> None:
 
 
 def _rss(pid: int) -> dict:
+    """The process's resident memory in MiB, and its parts: ``anon_mib`` (the heap: what a
+    leak grows), ``file_mib`` (pages of mapped files, the index's segments among them, which
+    the kernel takes back under pressure) and ``shmem_mib``."""
     fields = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
+        if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem"):
             fields[key] = round(int(value.split()[0]) / 1024)
-    return {"rss_mib": fields.get("VmRSS"), "peak_rss_mib": fields.get("VmHWM")}
+    return {"rss_mib": fields.get("VmRSS"), "peak_rss_mib": fields.get("VmHWM"),
+            "anon_mib": fields.get("RssAnon"), "file_mib": fields.get("RssFile"),
+            "shmem_mib": fields.get("RssShmem")}
 
 
 def _pct(values: list[float]) -> dict:

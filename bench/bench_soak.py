@@ -8,7 +8,9 @@ What it checks, in ``bench/results/soak.{md,json}``:
   traffic measured idle (no ingest) just before, after a minute of it unmeasured to warm the
   server's caches: within 2x is the target;
 * the server's resident memory sampled every few seconds, and its slope after warm-up
-  (the first fifth of the soak) by least squares, in MiB per hour: flat is the target;
+  (the first fifth of the soak) by least squares, in MiB per hour: flat is the target. The
+  anonymous part (the heap, where a leak shows) and the file-backed part (the index's mapped
+  segments, which the kernel takes back under pressure) are reported apart;
 * the ingest runs that finished meanwhile. Each re-reads and re-writes every document
   (``force``: the CPU of a large nightly run); the versions already live are rewritten in
   place, and before each run ``--edits`` documents of a copy of one corpus (``edited``, in the
@@ -211,11 +213,18 @@ def _difference(after: dict[str, float], before: dict[str, float]) -> dict[str, 
     return {k: round(v - before.get(k, 0.0), 1) for k, v in after.items()}
 
 
-def _memory(pid: int, stop: threading.Event, samples: list[tuple[float, float]]) -> None:
+# The parts of resident memory each sample reads (``bench_scale._rss``).
+MEMORY_PARTS = ("rss_mib", "anon_mib", "file_mib")
+
+
+def _memory(pid: int, stop: threading.Event, samples: dict[str, list[tuple[float, float]]]
+            ) -> None:
     while not stop.wait(RSS_EVERY):
-        rss = _rss(pid).get("rss_mib")
-        if rss is not None:
-            samples.append((time.time(), float(rss)))
+        read = _rss(pid)
+        now = time.time()
+        for part in MEMORY_PARTS:
+            if read.get(part) is not None:
+                samples.setdefault(part, []).append((now, float(read[part])))
 
 
 def _nearest(samples: list[tuple[float, float]], when: float) -> float | None:
@@ -289,10 +298,11 @@ def main() -> None:
         print(f"soak for {args.minutes:.0f} min with ingests running", file=sys.stderr)
         stop = threading.Event()
         runs: list[dict] = []
-        rss: list[tuple[float, float]] = []
+        memory: dict[str, list[tuple[float, float]]] = {}
         helpers = [threading.Thread(target=_ingest_loop,
                                     args=(url, stop, runs, edited, args.edits), daemon=True),
-                   threading.Thread(target=_memory, args=(server.pid, stop, rss), daemon=True)]
+                   threading.Thread(target=_memory, args=(server.pid, stop, memory),
+                                    daemon=True)]
         started = time.time()
         counted = _counters(url)
         soak = Traffic(url, questions).start()
@@ -312,6 +322,7 @@ def main() -> None:
             for w in [started + i * WINDOW for i in range(int(args.minutes * 60 // WINDOW) + 1)]
             if any(w <= r[0] < w + WINDOW for r in soak.records)]
         warm = started + args.minutes * 60 / 5
+        rss = memory.get("rss_mib", [])
         results["memory"] = {
             "samples": len(rss),
             "first_mib": rss[0][1] if rss else None,
@@ -322,6 +333,15 @@ def main() -> None:
             "at_each_run_end_mib": [_nearest(rss, x["finished_at"]) for x in runs
                                     if x.get("finished_at")],
             "series": [(round(t - started), m) for t, m in rss],
+            # The heap and the mapped files apart: a leak is the first.
+            "parts": {part: {
+                "first_mib": series[0][1], "last_mib": series[-1][1],
+                "slope_mib_per_hour_after_warmup": slope_per_hour(
+                    [s for s in series if s[0] >= warm]),
+                "at_each_run_end_mib": [_nearest(series, x["finished_at"]) for x in runs
+                                        if x.get("finished_at")],
+                "series": [(round(t - started), m) for t, m in series],
+            } for part, series in memory.items() if part != "rss_mib" and series},
         }
         results["ingest_runs"] = runs
     finally:
@@ -404,6 +424,13 @@ def _markdown(r: dict) -> str:
               f"({mem['samples']} samples, every {RSS_EVERY:g} s); at the end of each ingest "
               f"run: {', '.join(f'{m:g}' for m in mem.get('at_each_run_end_mib') or [])} MiB.",
               ""]
+    named = {"anon_mib": "anonymous (the heap)", "file_mib": "file-backed (mapped files)"}
+    for part, m in (mem.get("parts") or {}).items():
+        lines += [f"Of it, {named.get(part, part)}: {m['first_mib']:g} MiB at the first sample, "
+                  f"{m['last_mib']:g} at the last; slope after warm-up "
+                  f"{m['slope_mib_per_hour_after_warmup']} MiB per hour; at the end of each "
+                  f"ingest run: {', '.join(f'{x:g}' for x in m['at_each_run_end_mib'])} MiB.",
+                  ""]
     return "\n".join(lines)
 
 
