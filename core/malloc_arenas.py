@@ -1,4 +1,5 @@
-"""Fewer glibc malloc arenas in the processes that run for days (`citewise serve`, `worker`).
+"""Fewer glibc malloc arenas in the processes that run for days (`citewise serve`, `worker`),
+and the freed memory of an ingest run handed back when it ends (``release_free_memory``).
 
 glibc gives each new thread that allocates an arena of its own, up to eight per core, and
 memory freed in one arena is reused only by the threads that share it. A server runs some
@@ -36,3 +37,19 @@ def limit_malloc_arenas(arenas: int = DEFAULT_ARENAS) -> int | None:
         return None
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     return arenas if mallopt(M_ARENA_MAX, arenas) == 1 else None
+
+
+def release_free_memory() -> bool:
+    """Hand the pages that malloc holds free back to the system (glibc's ``malloc_trim``);
+    whether any were. Called when an ingest run ends: a run's peak (its batches of chunks
+    and vectors, the engine's compaction) is freed when it ends, but glibc keeps freed pages
+    that lie below memory still in use, so the server's heap would stay at the run's peak
+    until the next run (bench/results/soak.md). Elsewhere than glibc: nothing, False."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim.argtypes = [ctypes.c_size_t]
+    return bool(trim(0))

@@ -27,6 +27,7 @@ from citewise.ingest.pipeline import IngestPipeline, RunReport
 from citewise.ingest.progress import ProgressSink, TerminalProgress
 from citewise.ingest.reindex import check_index_settings
 from citewise.ingest.runlock import RunLock
+from citewise.malloc_arenas import release_free_memory
 from citewise.settings import SourceConfig
 
 log = logging.getLogger("citewise.ingest")
@@ -137,6 +138,9 @@ def run_job(pipeline: IngestPipeline, job: Job, sources: list[SourceConfig], *, 
         job.status, job.message = "failed", f"{type(e).__name__}: {e}"
     finally:
         job.current = None
+        # What the run held at its peak is free now: handed back, so that a long-lived
+        # server's heap does not stay at the largest run's peak (core/malloc_arenas.py).
+        release_free_memory()
 
 
 def new_job_id() -> str:
