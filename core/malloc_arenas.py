@@ -44,7 +44,8 @@ def release_free_memory() -> bool:
     whether any were. Called when an ingest run ends: a run's peak (its batches of chunks
     and vectors, the engine's compaction) is freed when it ends, but glibc keeps freed pages
     that lie below memory still in use, so the server's heap would stay at the run's peak
-    until the next run (bench/results/soak.md). Elsewhere than glibc: nothing, False."""
+    until the next run (bench/results/soak-heap-split.md). Elsewhere than glibc: nothing,
+    False."""
     if not sys.platform.startswith("linux"):
         return False
     try:
