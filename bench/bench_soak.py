@@ -323,6 +323,8 @@ def main() -> None:
             if any(w <= r[0] < w + WINDOW for r in soak.records)]
         warm = started + args.minutes * 60 / 5
         rss = memory.get("rss_mib", [])
+        # Runs that ended (the one still going when the soak stopped is stamped with its end).
+        ended = [x for x in runs if x.get("finished_at") and x["status"] in ("done", "failed")]
         results["memory"] = {
             "samples": len(rss),
             "first_mib": rss[0][1] if rss else None,
@@ -330,16 +332,14 @@ def main() -> None:
             "peak_mib": max((m for _, m in rss), default=None),
             "slope_mib_per_hour_after_warmup": slope_per_hour([s for s in rss if s[0] >= warm]),
             # The same moment of each ingest cycle, compared like for like: a run's end.
-            "at_each_run_end_mib": [_nearest(rss, x["finished_at"]) for x in runs
-                                    if x.get("finished_at")],
+            "at_each_run_end_mib": [_nearest(rss, x["finished_at"]) for x in ended],
             "series": [(round(t - started), m) for t, m in rss],
             # The heap and the mapped files apart: a leak is the first.
             "parts": {part: {
                 "first_mib": series[0][1], "last_mib": series[-1][1],
                 "slope_mib_per_hour_after_warmup": slope_per_hour(
                     [s for s in series if s[0] >= warm]),
-                "at_each_run_end_mib": [_nearest(series, x["finished_at"]) for x in runs
-                                        if x.get("finished_at")],
+                "at_each_run_end_mib": [_nearest(series, x["finished_at"]) for x in ended],
                 "series": [(round(t - started), m) for t, m in series],
             } for part, series in memory.items() if part != "rss_mib" and series},
         }
@@ -428,8 +428,9 @@ def _markdown(r: dict) -> str:
     for part, m in (mem.get("parts") or {}).items():
         lines += [f"Of it, {named.get(part, part)}: {m['first_mib']:g} MiB at the first sample, "
                   f"{m['last_mib']:g} at the last; slope after warm-up "
-                  f"{m['slope_mib_per_hour_after_warmup']} MiB per hour; at the end of each "
-                  f"ingest run: {', '.join(f'{x:g}' for x in m['at_each_run_end_mib'])} MiB.",
+                  f"{m['slope_mib_per_hour_after_warmup'] or 'n/a'} MiB per hour; at the end "
+                  f"of each ingest run: "
+                  f"{', '.join(f'{x:g}' for x in m['at_each_run_end_mib']) or 'none ended'} MiB.",
                   ""]
     return "\n".join(lines)
 

@@ -45,7 +45,8 @@ def release_free_memory() -> bool:
     and vectors, the engine's compaction) is freed when it ends, but glibc keeps freed pages
     that lie below memory still in use: in a soak the server's heap stepped up ~65 MiB at a
     run's end and stayed (bench/results/soak-heap-split.md); with the trim it fell to 1,119
-    MiB from 1,624 (soak-trim.md). Elsewhere than glibc: nothing, False."""
+    MiB from 1,624 (soak-trim.md). It holds malloc's lock while it works: the caller logs how
+    long. Elsewhere than glibc: nothing, False."""
     if not sys.platform.startswith("linux"):
         return False
     try:
