@@ -149,9 +149,9 @@ def _tune(obj: Context, o: dict) -> None:
         raise ConfigError(f"{out} exists", hint="choose a new --out (a model folder's name "
                                                 "is its id: never reuse one)")
 
-    # The questions that judge the steps must not be learned either (a helpful answer's
-    # question is a feedback pair).
-    # The questions that judge, read before the minutes of mining: a blind file is refused now.
+    # The questions that judge the steps, read before the minutes of mining (a blind file is
+    # refused now); they must not be learned either (a helpful answer's question is a
+    # feedback pair).
     chosen = _validation_questions(o["validate_qa"]) if o["validate_qa"] else None
     guard_files = list(dict.fromkeys([g for g in DEFAULT_GUARDS if Path(g).is_file()]
                                      + list(o["guards"]) + list(o["validate_qa"])))

@@ -104,8 +104,8 @@ class QuestionCheck:
         for i, pool in enumerate(self.pools):
             sims = texts[pool] @ asked[i]
             order = np.argsort(-sims, kind="stable")
-            ranks.append(next((r for r, j in enumerate(order, 1) if pool[j] in self.relevant[i]),
-                              len(pool) + 1))  # none: below every candidate
+            # Every pool holds a relevant passage (``__post_init__``).
+            ranks.append(next(r for r, j in enumerate(order, 1) if pool[j] in self.relevant[i]))
         r = np.asarray(ranks)
         return Validation(step=step, recall_at_1=float(np.mean(r == 1)),
                           recall_at_10=float(np.mean(r <= 10)), mrr=float(np.mean(1 / r)),

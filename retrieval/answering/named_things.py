@@ -95,7 +95,8 @@ LOOKS_LIKE = {
 _COMPARED = re.compile(r"(?<![-=<>\w])[<>]=?\s*\d|[≥≤]\s*\d|(?<!\w)-(?:gt|ge|lt|le)\s+\d|"
                        r"\b(?:above|below|exceeds?|exceeding|more than|less than|fewer than|"
                        r"at least|at most|greater than)\s+\d", re.I)
-_CODE_SPAN = re.compile(r"`([^`]*)`")
+# Inline code in a text: "`sv restart`" (its content is group 1).
+CODE_SPAN = re.compile(r"`([^`]+)`")
 
 
 def _span_value(m: re.Match[str]) -> str:
@@ -114,7 +115,7 @@ def looks_like(kind: str, prose: str, code: str = "") -> bool:
     if kind != "number":
         return bool(LOOKS_LIKE[kind].search(f"{prose}\n{code}"))
     return bool(_COMPARED.search(f"{prose}\n{code}")
-                or LOOKS_LIKE["number"].search(_CODE_SPAN.sub(_span_value, prose)))
+                or LOOKS_LIKE["number"].search(CODE_SPAN.sub(_span_value, prose)))
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from citewise.retrieval.answering.evidence import SKIP_HEADING, Composed, Eviden
 from citewise.retrieval.answering.lexical import restates
 from citewise.retrieval.answering.model import AnswerBlock, Citation, render_markdown
 from citewise.retrieval.answering.named_things import (
+    CODE_SPAN,
     NamedThing,
     asked_kinds,
     asking_words,
@@ -162,15 +163,12 @@ def _units(ev: Evidence, doc_id: str) -> list[Unit]:
     return [u for u in out if not ev.hides(u.text)]
 
 
-_CODE_SPAN = re.compile(r"`([^`]+)`")
-
-
 def _commands(q: Question, units: list[Unit]) -> list[NamedThing]:
     """Words of the question that the documents write as code ("gsutil", "sv"), with the words
     after them that the code writes after them too ("sv restart")."""
     code = "\n".join([*(u.text for u in units if u.kind == "code"),
                       *(c.text for u in units if u.item for c in u.item.code),
-                      *(m for u in units for m in _CODE_SPAN.findall(u.text))]).lower()
+                      *(m for u in units for m in CODE_SPAN.findall(u.text))]).lower()
     if not code:
         return []
     words = re.findall(r"[a-z0-9][a-z0-9_.-]*[a-z0-9]|[a-z]", q.text.lower())
