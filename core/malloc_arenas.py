@@ -39,19 +39,19 @@ def limit_malloc_arenas(arenas: int = DEFAULT_ARENAS) -> int | None:
     return arenas if mallopt(M_ARENA_MAX, arenas) == 1 else None
 
 
-def release_free_memory() -> bool:
+def release_free_memory() -> bool | None:
     """Hand the pages that malloc holds free back to the system (glibc's ``malloc_trim``);
     whether any were. Called when an ingest run ends: a run's peak (its batches of chunks
     and vectors, the engine's compaction) is freed when it ends, but glibc keeps freed pages
     that lie below memory still in use: in a soak the server's heap stepped up ~65 MiB at a
     run's end and stayed (bench/results/soak-heap-split.md); with the trim it fell to 1,119
     MiB from 1,624 (soak-trim.md). It holds malloc's lock while it works: the caller logs how
-    long. Elsewhere than glibc: nothing, False."""
+    long. Elsewhere than glibc (musl, macOS) there is no such call: None, nothing tried."""
     if not sys.platform.startswith("linux"):
-        return False
+        return None
     try:
         trim = ctypes.CDLL("libc.so.6").malloc_trim
     except (OSError, AttributeError):
-        return False
+        return None
     trim.argtypes = [ctypes.c_size_t]
     return bool(trim(0))

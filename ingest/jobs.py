@@ -33,6 +33,10 @@ from citewise.settings import SourceConfig
 
 log = logging.getLogger("citewise.ingest")
 
+# What ``release_free_memory`` did, as the log says it.
+_TRIMMED = {True: "handed back", False: "kept (none was free to hand back)",
+            None: "kept (this C library has no malloc_trim)"}
+
 
 @dataclass
 class Job:
@@ -145,8 +149,7 @@ def run_job(pipeline: IngestPipeline, job: Job, sources: list[SourceConfig], *, 
         started = time.perf_counter()
         released = release_free_memory()
         log.info("ingest job %s: freed memory %s in %.0f ms", job.id,
-                 "handed back" if released else "kept (nothing to hand back)",
-                 (time.perf_counter() - started) * 1000)
+                 _TRIMMED[released], (time.perf_counter() - started) * 1000)
 
 
 def new_job_id() -> str:
