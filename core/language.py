@@ -67,10 +67,34 @@ def _english_words_via_spacy() -> frozenset[str]:
     return frozenset(w.lower() for w in words)
 
 
+# The lemmatizer's tables hold the open classes (nouns, verbs, adjectives, adverbs) and not the
+# closed ones: "per", "the", "itself" and "during" are English too, and never a name.
+_FUNCTION_WORDS = frozenset("""
+a about above across after against along amid among an and another any anybody anyone
+anything around as at be because before behind below beneath beside besides between beyond both
+but by despite down during each either every everybody everyone everything except few for from
+he her hers herself him himself his i if in inside into it its itself many me mine more most
+much my myself neither no nobody none nor not nothing of off on once one onto or other others
+ought our ours ourselves out outside over own past per plus round several she since so some
+somebody someone something such than that the their theirs them themselves then there these they
+this those though through throughout till to toward towards under underneath unless unlike until
+unto up upon us versus via we what whatever when whenever where wherever whether which while who
+whoever whom whose why with within without yet you your yours yourself yourselves
+""".split())
+
+
+def function_word(word: str) -> bool:
+    """Whether ``word`` is a closed-class English word: a preposition, pronoun, determiner or
+    conjunction ("per", "the", "itself")."""
+    return word.lower() in _FUNCTION_WORDS
+
+
 def is_english(word: str) -> bool:
     """Whether ``word`` (or its singular or stem) is an ordinary English word."""
-    words = _english_words()
     w = word.lower()
+    if function_word(w):
+        return True
+    words = _english_words()
     candidates = {w, w[:-1] if w.endswith("s") else w, w[:-2] if w.endswith(("es", "ed")) else w,
                   w[:-3] if w.endswith("ing") else w, w[:-3] + "y" if w.endswith("ies") else w,
                   w[:-1] if w.endswith("ers") else w}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from citewise.retrieval.answering.evidence import Composed, Evidence
 from citewise.retrieval.answering.model import render_markdown
-from citewise.retrieval.answering.named_things import asked_unit, states_value
+from citewise.retrieval.answering.named_things import asked_unit, states_value, value_subject
 from citewise.retrieval.answering.pinpoint import add_named_unit
 from citewise.retrieval.answering.question import Question
 from citewise.retrieval.answering.strategies.alert import AlertStrategy
@@ -72,7 +72,12 @@ class Composer:
         unit = asked_unit(q)
         if unit is None or states_value(unit[0], render_markdown(composed.blocks)):
             return composed
-        valued = self.sentences.compose(q, ev, require=lambda t: states_value(unit[0], t))
+        # A value of another subject is not the answer: "meals are reimbursed up to £25 a day"
+        # for what a bank holiday worked pays. The sentence, its section or its document must
+        # share a word of the question besides those that ask for the value; a question of
+        # nothing but such words ("how many seconds?") leaves every sentence in.
+        valued = self.sentences.compose(q, ev, require=lambda t: states_value(unit[0], t),
+                                        subject=value_subject(q) or None)
         return valued if valued is not None and valued.blocks else composed
 
     def strategies_for(self, q: Question, ev: Evidence) -> list[Strategy]:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from citewise.index.sparse import tokenize
+from citewise.language import function_word
 from citewise.retrieval.answering.question import Question
 
 # "--force", "-n": a dash that starts a word, never one inside it ("e-mail", "10-minute").
@@ -57,7 +59,7 @@ _ASKS = {
                        r"configure|put|add|update)\b|"
                        r"\bwhere('s| is| are)? (the )?(\w+ )?(file|path|config|log|list)s?\b",
                        re.I),
-    "duration": re.compile(r"\bhow (long|often|soon|frequently|fast|quickly)\b|"
+    "duration": re.compile(r"\bhow (long|often|soon|frequently|fast|quickly|far back)\b|"
                            r"\b(ttl|timeout|expiry|expiration|"
                            r"expires?|retention|interval|deadline|max age)\b", re.I),
     "number": re.compile(r"\bhow (many|much|big|large|fast)\b|\b(threshold|port|quota|limit|cap|"
@@ -97,6 +99,8 @@ _COMPARED = re.compile(r"(?<![-=<>\w])[<>]=?\s*\d|[≥≤]\s*\d|(?<!\w)-(?:gt|ge
                        r"at least|at most|greater than)\s+\d", re.I)
 # Inline code in a text: "`sv restart`" (its content is group 1).
 CODE_SPAN = re.compile(r"`([^`]+)`")
+# A fenced code block of Markdown, fences included.
+_FENCED = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.M | re.S)
 
 
 def _span_value(m: re.Match[str]) -> str:
@@ -187,15 +191,28 @@ _MONTHS = (r"(jan(uary)?|feb(ruary)?|mar(ch)?|apr(il)?|may|june?|july?|aug(ust)?
            r"sep(tember)?|oct(ober)?|nov(ember)?|dec(ember)?)")
 _DATE = (rf"\b\d{{1,2}}(st|nd|rd|th)?\s+{_MONTHS}\b|\b{_MONTHS}\s+\d{{1,2}}(st|nd|rd|th)?\b|"
          r"\b\d{4}-\d{2}-\d{2}\b")
+# Money asked for: "how much extra do we get paid", "how much is the on-call stipend". Only
+# with "how much", since the words also name other things ("the compensation step of a saga",
+# "a storage allowance"), and not a pay or payment service ("how much traffic can the payment
+# service take"). A cost is left out: "how much CPU does a retry cost" asks for none.
+_MONEY_WORDS = r"(paid|pay|payment|stipends?|salary|salaries|per diem|reimbursed|reimbursement)"
+_MONEY_ASKS = (rf"\bhow much\b(?:\W+\w+){{0,5}}?\W+{_MONEY_WORDS}\b"
+               r"(?![-_]|\s+(service|api|gateway|provider|processor|system|team|app)s?\b)")
+# An amount: a currency's sign or code beside a number ("£50", "US$1,000", "$10k", "100 USD",
+# "50€"). Read in prose only (``states_value``): "$1" in a shell command is no amount.
+_AMOUNT = (r"[$£€¥]\s?\d[\d,.]*[km]?\b|\b\d[\d,.]*\s?[km]?\s?(usd|eur|gbp|dollars?|pounds?|"
+           r"euros?)\b|\b(usd|eur|gbp)\s?\d|\d[\d,.]*\s?[€£]")
 _DIMENSIONS = {
     # A date answers "how many days ahead" as well ("by 1 December").
-    "time": (re.compile(rf"\bhow many\s+{_TIME_UNITS}\b|\bin\s+{_TIME_UNITS}\b", re.I),
+    "time": (re.compile(rf"\bhow many\s+{_TIME_UNITS}\b|\bin\s+{_TIME_UNITS}\b|"
+                        rf"\bnumber of\s+([\w-]+\s+)?{_TIME_UNITS}(?![\w-])", re.I),
              re.compile(LOOKS_LIKE["duration"].pattern + "|" + _DATE, re.I)),
     "size": (re.compile(rf"\bhow many\s+{_SIZE_UNITS}\b|\bin\s+{_SIZE_UNITS}\b", re.I),
              re.compile(r"\d+(?:[.,]\d+)?\s?(?:bytes?|[kmgt]i?b)\b", re.I)),
     "percent": (re.compile(r"\b(what|which)\s*(%|percent(age)?)|\bwhat\s*%|\bin percent\b",
                            re.I),
                 re.compile(r"\d+(?:[.,]\d+)?\s?%|\b\d+(?:[.,]\d+)?\s?percent\b", re.I)),
+    "money": (re.compile(_MONEY_ASKS, re.I), re.compile(_AMOUNT, re.I)),
 }
 
 
@@ -211,5 +228,23 @@ def asked_unit(q: Question) -> tuple[str, str] | None:
 
 def states_value(dimension: str, text: str) -> bool:
     """Whether ``text`` states a value of ``dimension`` ("15 minutes", "8 GiB", "90%"): a
-    placeholder ("XX seconds") or the unit alone ("a measure, in seconds") does not."""
+    placeholder ("XX seconds") or the unit alone ("a measure, in seconds") does not. An amount
+    of money is read outside code ("cp $1 $2" names arguments); a timeout in a YAML block is a
+    value."""
+    if dimension == "money":
+        text = CODE_SPAN.sub(" ", _FENCED.sub(" ", text))
     return bool(_DIMENSIONS[dimension][1].search(text))
+
+
+# Words that ask for a value or name its unit, as BM25 terms: never what the value is of.
+_ASKING_VALUE = frozenset(tokenize(
+    "how much many long what which number extra get got give given do does did we i you is are "
+    "there per percent percentage money amount size time value "
+    + re.sub(r"[^a-z ]", " ", f"{_TIME_UNITS} {_SIZE_UNITS} {_MONEY_WORDS}")))
+
+
+def value_subject(q: Question) -> set[str]:
+    """What a value asked for is of, as BM25 terms: "bank" and "holiday" in "how much are we
+    paid for working a bank holiday". The question's terms less those that ask for a value or
+    name its unit, and less function words ("on" of "on-call"); empty when nothing is left."""
+    return {t for t in tokenize(q.text) if t not in _ASKING_VALUE and not function_word(t)}

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from citewise.index.outline import Block, Item, Section
 from citewise.index.sparse import tokenize
@@ -94,12 +95,18 @@ class Unit:
     doc_id: str
     section: Section
     block: Block
-    text: str  # what is searched: a sentence, an item with its commands, a row, a code block
+    prose: str  # a sentence, an item's words (its notes and sub-items too), a row; "" for code
     kind: str  # sentence | item | row | code
+    code: str = ""  # a code block, an item's commands
     item: Item | None = None
     row: list[str] | None = None
     start: int | None = None
     end: int | None = None
+
+    @cached_property
+    def text(self) -> str:
+        """What is searched: the prose and the code together."""
+        return "\n".join(part for part in (self.prose, self.code) if part)
 
 
 def add_named_unit(q: Question, ev: Evidence, composed: Composed,
@@ -144,8 +151,8 @@ def _units(ev: Evidence, doc_id: str) -> list[Unit]:
                                 end=b.end_line) for t in SENTENCE.split(b.text) if t.strip())
             elif b.kind == "list" and not is_reading_list(b):
                 for it in b.items:
-                    text = "\n".join([it.text, *it.notes, *it.sub, *(c.text for c in it.code)])
-                    out.append(Unit(doc_id, s, b, text, "item", item=it,
+                    out.append(Unit(doc_id, s, b, "\n".join([it.text, *it.notes, *it.sub]),
+                                    "item", code="\n".join(c.text for c in it.code), item=it,
                                     start=it.start_line or b.start_line,
                                     end=it.end_line or b.end_line))
             elif b.kind == "table" and b.header:
@@ -158,7 +165,7 @@ def _units(ev: Evidence, doc_id: str) -> list[Unit]:
                     out.append(Unit(doc_id, s, b, text, "row", row=row,
                                     start=line or b.start_line, end=line or b.end_line))
             elif b.kind == "code" and len(b.text) <= MAX_CODE_UNIT:
-                out.append(Unit(doc_id, s, b, b.text, "code", start=b.start_line,
+                out.append(Unit(doc_id, s, b, "", "code", code=b.text, start=b.start_line,
                                 end=b.end_line))
     return [u for u in out if not ev.hides(u.text)]
 
@@ -166,8 +173,7 @@ def _units(ev: Evidence, doc_id: str) -> list[Unit]:
 def _commands(q: Question, units: list[Unit]) -> list[NamedThing]:
     """Words of the question that the documents write as code ("gsutil", "sv"), with the words
     after them that the code writes after them too ("sv restart")."""
-    code = "\n".join([*(u.text for u in units if u.kind == "code"),
-                      *(c.text for u in units if u.item for c in u.item.code),
+    code = "\n".join([*(u.code for u in units if u.code),
                       *(m for u in units for m in CODE_SPAN.findall(u.text))]).lower()
     if not code:
         return []
@@ -239,7 +245,7 @@ def _best_unit(q: Question, things: list[NamedThing], kinds: list[str], units: l
     best_shown = 0.0
     for k, u in enumerate(units):
         held = [t for t, p in patterns if p.search(u.text)]
-        kind_found = [kd for kd in kinds if looks_like(kd, *_prose_and_code(u))]
+        kind_found = [kd for kd in kinds if looks_like(kd, u.prose, u.code)]
         own = sum(word_idf[w] for w in other & bags[k]) / total
         beside = sum(word_idf[w] for w in (other & near[k]) - bags[k]) / total
         if held:
@@ -292,16 +298,6 @@ def _answer_code(blocks: list[AnswerBlock]) -> tuple[str, str]:
         else:
             prose.append(b.text or "")
     return "\n".join(prose), "\n".join(code)
-
-
-def _prose_and_code(u: Unit) -> tuple[str, str]:
-    """A unit's text apart from its code (a code block's text, an item's commands)."""
-    if u.kind == "code":
-        return "", u.text
-    if u.item is not None:
-        it = u.item
-        return "\n".join([it.text, *it.notes, *it.sub]), "\n".join(c.text for c in it.code)
-    return u.text, ""
 
 
 def _normal(text: str) -> str:

@@ -28,7 +28,7 @@ CODE = re.compile(
 _PREP = r"(?:(?:at|in|on|for|by|to|from|with|of|under|after|before) )?"
 FACT = re.compile(
     r"^\s*" + _PREP + r"(who|whom|which|"
-    r"how (long|many|much|often|big|old|soon|fast|large|frequently)|when|where|"
+    r"how (long|many|much|often|big|old|soon|fast|large|frequently|far back)|when|where|"
     r"what('s| is| are| was)? (the )?(owner|port|threshold|limit|timeout|value|"
     r"version|name|channel|team|size|url|address|metric|retention|schedule|window|"
     r"default|maximum|max|minimum|min|interval|quota|rate|sla|slo|target|number|path|"

@@ -16,7 +16,12 @@ import pytest
 from citewise.ingest.outline import build_outline
 from citewise.retrieval.alert_runbooks import alert_names, names_runbook, runbooks_first
 from citewise.retrieval.answering.lexical import restates
-from citewise.retrieval.answering.named_things import asked_kinds, asked_unit, states_value
+from citewise.retrieval.answering.named_things import (
+    asked_kinds,
+    asked_unit,
+    states_value,
+    value_subject,
+)
 from citewise.retrieval.answering.question import analyse
 from citewise.retrieval.search import SearchResult
 from citewise.types import Identity
@@ -425,6 +430,7 @@ def test_kinds_asked_for():
     assert "file" in asked_kinds(analyse("where do i bump the sshd limit"))
     assert "command" in asked_kinds(analyse("what sql resets it"))
     assert "duration" in asked_kinds(analyse("how fast do i need to be online"))
+    assert "duration" in asked_kinds(analyse("how far back do the production logs go"))
     assert states_value("time", "online within half an hour of the page")
 
 
@@ -440,6 +446,36 @@ def test_values_asked_in_a_unit():
     assert not states_value("time", "a lag of XX seconds")
     assert not states_value("time", "the latency, in seconds, of the oldest job")
     assert states_value("size", "the quota is 8 GiB") and not states_value("size", "quota")
+    assert asked_unit(analyse("max number of consecutive weeks someone can be on call"))[0] \
+        == "time"
+    assert asked_unit(analyse("max number of on-call weeks in a row"))[0] == "time"
+    assert asked_unit(analyse("what is the number of day-shift engineers")) is None
+    assert asked_unit(analyse("what is the number of replicas")) is None
+
+
+def test_money_asked_for():
+    assert asked_unit(analyse("how much extra do we get paid per week on call")) == (
+        "money", "how much extra do we get paid")
+    assert asked_unit(analyse("how much is the on-call stipend"))[0] == "money"
+    for other in ("how much memory should the pod get", "how much CPU does a retry cost",
+                  "how much traffic can the payment service take",
+                  "how much memory does the pay-api need",
+                  "what is the compensation step of the checkout saga",
+                  "what is the storage allowance per tenant"):
+        assert asked_unit(analyse(other)) is None, other
+    for amount in ("£50 per weekend shift", "a stipend of US$1,000 a month", "100 USD a week",
+                   "EUR 20 for each page", "a stipend (£300 per week)", "$10k a year", "50€"):
+        assert states_value("money", amount), amount
+    for none in ("the pay is set by your manager", "run `cp $1 $2` first",
+                 "```\nawk '{print $1, $3}'\n```", "version 1.2, 3 shifts"):
+        assert not states_value("money", none), none
+
+
+def test_what_a_value_is_of():
+    assert value_subject(analyse("how much extra are we paid for working on a bank holiday")) \
+        == {"work", "bank", "holiday"}
+    assert value_subject(analyse("how much is the bank holiday pay")) == {"bank", "holiday"}
+    assert value_subject(analyse("how many seconds?")) == set()
 
 
 def test_a_new_value_is_never_a_restatement():
@@ -449,8 +485,65 @@ def test_a_new_value_is_never_a_restatement():
                     "Large number of overdue jobs in queue")
 
 
-
 def test_a_named_runbook_without_steps_is_not_answered_by_a_siblings(kb):
     answer = ask(kb, "NodeEventLoopLagHigh firing, what do i do")
     assert all(c.path == "alerts/NodeEventLoopLagHigh.md" for c in answer.citations)
     assert "Cordon" not in answer.answer
+
+
+PAY_FILES = {
+    "handbook/on-call.md": """\
+# Being on call
+
+## The rotation
+
+Each engineer is on call for one week at a time, Monday 10:00 to Monday 10:00, and hands over
+in the team's channel.
+
+## Pay
+
+Each week on call earns a stipend of £300, paid with the next month's salary.
+
+## Escalation
+
+A page not acknowledged within 10 minutes goes to the secondary.
+""",
+    "handbook/travel.md": """\
+# Travel
+
+Book trains and flights through the travel desk.
+
+Meals on business trips are reimbursed up to £25 a day with receipts.
+""",
+    "handbook/holidays.md": """\
+# Holidays
+
+Everyone has 25 days of annual leave a year, plus bank holidays.
+
+Working on a bank holiday is agreed with your manager in advance, and the day is taken back
+later in the year.
+""",
+}
+
+
+@pytest.fixture(scope="module")
+def pay_kb(tmp_path_factory, dense):
+    with services_over(tmp_path_factory.mktemp("pay"), PAY_FILES) as built:
+        yield built
+
+
+def test_an_amount_asked_for_is_answered_with_its_amount(pay_kb):
+    answer = answered(pay_kb, "how much extra do we get paid per week of on-call")
+    assert "£300" in answer.answer
+    assert answer.citations[0].path == "handbook/on-call.md"
+
+
+def test_no_amount_written_is_no_answer(pay_kb):
+    # The holidays page says how a bank holiday worked is made up, not what it pays; the
+    # amounts of other pages (a stipend, meals) are not its answer.
+    for question in ("how much extra are we paid for working on a bank holiday",
+                     "how much is the bank holiday pay"):
+        answer = ask(pay_kb, question)
+        assert answer.abstained, answer.answer
+        assert "no value for 'how much" in answer.reason
+        assert "£" not in answer.answer

@@ -48,7 +48,7 @@ from citewise.retrieval.answering.strategies.protocol import Scorer
 from citewise.retrieval.search import SearchResult
 
 # A value asked for: how long, how many, what threshold. A sentence with a number answers it.
-QUANTITY = re.compile(r"\bhow (long|many|much|often|big|large|soon|fast|frequently)\b|"
+QUANTITY = re.compile(r"\bhow (long|many|much|often|big|large|soon|fast|frequently|far back)\b|"
                       r"\bwhat ?(%|percent\w*)|\b(expiry|ttl|timeout|threshold|limits?|max(imum)?|"
                       r"min(imum)?|values?|size|quota|retention|interval|port|sla|slo|deadline|"
                       r"number of|cap|latest|earliest|version)\b", re.I)
@@ -69,8 +69,11 @@ class SentencesStrategy:
         self.score = scorer
 
     def compose(self, q: Question, ev: Evidence,
-                require: Callable[[str], bool] | None = None) -> Composed | None:
-        """The best sentences; only those ``require`` accepts, when given."""
+                require: Callable[[str], bool] | None = None,
+                subject: set[str] | None = None) -> Composed | None:
+        """The best sentences; only those ``require`` accepts, when given, and only those
+        whose document title, section path or own words share a term of ``subject``, when
+        given."""
         # A fact is one sentence (two at most); anything else may take three.
         limit = 2 if q.kind in ("fact", "yesno") else 3
         units: list[Unit] = []
@@ -80,10 +83,15 @@ class SentencesStrategy:
             for i, s in enumerate(outline.sections):
                 if i not in hits or SKIP_HEADING.match(s.title):
                     continue
+                # The subject named by the document's title or the section's path holds for
+                # every sentence under them.
+                named = subject is None or bool(
+                    subject & set(tokenize(f"{ev.records[doc_id].title} {s.path}")))
                 for b in s.blocks:
                     for text in units_of(b):
                         if len(text.split()) >= 5 and not ev.hides(text) \
-                                and not restates(q, text) and (require is None or require(text)):
+                                and not restates(q, text) and (require is None or require(text)) \
+                                and (named or bool(subject and subject & set(tokenize(text)))):
                             units.append((doc_id, s, b, text))
         if not units:
             return None if require is not None else self._chunk_sentences(q, ev, limit)
