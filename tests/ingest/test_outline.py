@@ -3,6 +3,9 @@ line ranges that point at the stored file."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
+
 from citewise.index.outline import Outline
 from citewise.ingest.outline import build_outline
 
@@ -110,6 +113,8 @@ def test_outline_round_trips_through_json():
     outline = build_outline(RUNBOOK, "text/markdown", title="Cache failover")
     again = Outline.from_json(outline.to_json())
     assert again == outline
+    # The form catalogs already hold: each dataclass as the dict of its fields, in order.
+    assert outline.to_json() == json.dumps(asdict(outline), separators=(",", ":"))
     text = again.sections[0].plain_text()  # what a model reads: steps numbered, commands kept
     assert "1. Check the replica:" in text and "cachectl status --replica 2" in text
     assert text.index("Promote it") < text.index("kubectl rollout restart")
