@@ -68,7 +68,7 @@ def _english_words_via_spacy() -> frozenset[str]:
 
 
 # The lemmatizer's tables hold the open classes (nouns, verbs, adjectives, adverbs) and not the
-# closed ones: "per", "the", "itself" and "during" are English too, and never a name.
+# closed ones: "per", "the", "itself", "during" and the modals are English too, and never a name.
 _FUNCTION_WORDS = frozenset("""
 a about above across after against along amid among an and another any anybody anyone
 anything around as at be because before behind below beneath beside besides between beyond both
@@ -80,6 +80,7 @@ somebody someone something such than that the their theirs them themselves then 
 this those though through throughout till to toward towards under underneath unless unlike until
 unto up upon us versus via we what whatever when whenever where wherever whether which while who
 whoever whom whose why with within without yet you your yours yourself yourselves
+can could may might must shall should will would
 """.split())
 
 

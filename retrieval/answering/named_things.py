@@ -196,17 +196,24 @@ _DATE = (rf"\b\d{{1,2}}(st|nd|rd|th)?\s+{_MONTHS}\b|\b{_MONTHS}\s+\d{{1,2}}(st|n
 # "a storage allowance"), and not a pay or payment service ("how much traffic can the payment
 # service take"). A cost is left out: "how much CPU does a retry cost" asks for none.
 _MONEY_WORDS = r"(paid|pay|payment|stipends?|salary|salaries|per diem|reimbursed|reimbursement)"
-_MONEY_ASKS = (rf"\bhow much\b(?:\W+\w+){{0,5}}?\W+{_MONEY_WORDS}\b"
-               r"(?![-_]|\s+(service|api|gateway|provider|processor|system|team|app)s?\b)")
+_MONEY_ASKS = (rf"\bhow much\b(?:\W+(?!attention\b)\w+){{0,5}}?\W+{_MONEY_WORDS}"
+               # The money word ends the phrase: "paid per week", "the stipend?", not "the
+               # payment queue", "the salary export job", "pay attention to".
+               r"(?=\s*($|[?.,!;:)]|\s(for|per|on|to|if|when|during|each|every|a|an|the|we|i|"
+               r"you|in|at|while|after|before|this|that|extra|more|weekly|monthly)\b))")
 # An amount: a currency's sign or code beside a number ("£50", "US$1,000", "$10k", "100 USD",
 # "50€"). Read in prose only (``states_value``): "$1" in a shell command is no amount.
 _AMOUNT = (r"[$£€¥]\s?\d[\d,.]*[km]?\b|\b\d[\d,.]*\s?[km]?\s?(usd|eur|gbp|dollars?|pounds?|"
            r"euros?)\b|\b(usd|eur|gbp)\s?\d|\d[\d,.]*\s?[€£]")
+_COUNT_WORDS = "(one|two|three|four|five|six|seven|eight|nine|ten|twelve|fifteen|thirty)"
 _DIMENSIONS = {
     # A date answers "how many days ahead" as well ("by 1 December").
+    # "number of (consecutive) weeks" is answered by "3 consecutive weeks" too.
     "time": (re.compile(rf"\bhow many\s+{_TIME_UNITS}\b|\bin\s+{_TIME_UNITS}\b|"
                         rf"\bnumber of\s+([\w-]+\s+)?{_TIME_UNITS}(?![\w-])", re.I),
-             re.compile(LOOKS_LIKE["duration"].pattern + "|" + _DATE, re.I)),
+             re.compile(LOOKS_LIKE["duration"].pattern + "|" + _DATE + "|"
+                        + rf"(?<![\w.:/-])(\d+|{_COUNT_WORDS})\s+[a-z-]+\s+{_TIME_UNITS}\b",
+                        re.I)),
     "size": (re.compile(rf"\bhow many\s+{_SIZE_UNITS}\b|\bin\s+{_SIZE_UNITS}\b", re.I),
              re.compile(r"\d+(?:[.,]\d+)?\s?(?:bytes?|[kmgt]i?b)\b", re.I)),
     "percent": (re.compile(r"\b(what|which)\s*(%|percent(age)?)|\bwhat\s*%|\bin percent\b",
@@ -246,5 +253,7 @@ _ASKING_VALUE = frozenset(tokenize(
 def value_subject(q: Question) -> set[str]:
     """What a value asked for is of, as BM25 terms: "bank" and "holiday" in "how much are we
     paid for working a bank holiday". The question's terms less those that ask for a value or
-    name its unit, and less function words ("on" of "on-call"); empty when nothing is left."""
-    return {t for t in tokenize(q.text) if t not in _ASKING_VALUE and not function_word(t)}
+    name its unit, and less function words ("on" of "on-call", "during"; read before stemming,
+    which makes "during" "dure"); empty when nothing is left."""
+    words = " ".join(w for w in re.findall(r"[\w-]+", q.text) if not function_word(w))
+    return set(tokenize(words)) - _ASKING_VALUE

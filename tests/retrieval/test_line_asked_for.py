@@ -449,6 +449,8 @@ def test_values_asked_in_a_unit():
     assert asked_unit(analyse("max number of consecutive weeks someone can be on call"))[0] \
         == "time"
     assert asked_unit(analyse("max number of on-call weeks in a row"))[0] == "time"
+    assert states_value("time", "at most 4 on-call weeks a quarter")
+    assert states_value("time", "up to three consecutive weeks")
     assert asked_unit(analyse("what is the number of day-shift engineers")) is None
     assert asked_unit(analyse("what is the number of replicas")) is None
 
@@ -460,6 +462,10 @@ def test_money_asked_for():
     for other in ("how much memory should the pod get", "how much CPU does a retry cost",
                   "how much traffic can the payment service take",
                   "how much memory does the pay-api need",
+                  "how much memory does the payment worker need",
+                  "how much lag is there on the payment db",
+                  "how much attention should we pay to this alert",
+                  "how much data did the salary export job write",
                   "what is the compensation step of the checkout saga",
                   "what is the storage allowance per tenant"):
         assert asked_unit(analyse(other)) is None, other
@@ -476,6 +482,8 @@ def test_what_a_value_is_of():
         == {"work", "bank", "holiday"}
     assert value_subject(analyse("how much is the bank holiday pay")) == {"bank", "holiday"}
     assert value_subject(analyse("how many seconds?")) == set()
+    # Function words go before stemming ("during" would be "dure"), modals with them.
+    assert value_subject(analyse("how much should I be reimbursed during travel")) == {"travel"}
 
 
 def test_a_new_value_is_never_a_restatement():
