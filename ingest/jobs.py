@@ -112,11 +112,16 @@ class JobQueue(Protocol):
 
 
 def run_job(pipeline: IngestPipeline, job: Job, sources: list[SourceConfig], *, trigger: str,
-            force: bool, changed: Callable[[Job], None] = lambda job: None) -> None:
+            force: bool, changed: Callable[[Job], None] = lambda job: None,
+            release: Callable[[], None] = lambda: None) -> None:
     """Run ``job``'s sources one after the other, keeping ``job`` up to date (its current
     source, counts, reports, and at the end its status and message); ``changed(job)`` is called
     after each change, ``counts`` included (as often as the pipeline reports them). Never
-    raises for a run that failed: the job says so."""
+    raises for a run that failed: the job says so.
+
+    ``release`` is called once the run is over and before ``job`` says so: whoever reads
+    "done" may start the next run at once, so the locks the run held must be free by then."""
+    status, message = "running", None
     try:
         job.status = "running"
         for source in sources:
@@ -135,12 +140,12 @@ def run_job(pipeline: IngestPipeline, job: Job, sources: list[SourceConfig], *, 
             # The server's log is where a scheduled or API run is read; the CLI prints its own
             # summary (logging it too printed every summary twice).
             log.info("ingest %s", report.summary())
-        job.status = "done"
+        status = "done"
     except CitewiseError as e:
-        job.status, job.message = "failed", str(e)
+        status, message = "failed", str(e)
     except Exception as e:  # keep the process alive; the job says what happened
         log.exception("ingest job %s crashed", job.id)
-        job.status, job.message = "failed", f"{type(e).__name__}: {e}"
+        status, message = "failed", f"{type(e).__name__}: {e}"
     finally:
         job.current = None
         # What the run held at its peak is free now: handed back, so that a long-lived
@@ -150,6 +155,11 @@ def run_job(pipeline: IngestPipeline, job: Job, sources: list[SourceConfig], *, 
         released = release_free_memory()
         log.info("ingest job %s: freed memory %s in %.0f ms", job.id,
                  _TRIMMED[released], (time.perf_counter() - started) * 1000)
+        try:
+            release()
+        finally:
+            if status != "running":  # else interrupted (KeyboardInterrupt): on its way up
+                job.status, job.message = status, message
 
 
 def new_job_id() -> str:
@@ -196,11 +206,19 @@ class InProcessJobQueue:
         return job
 
     def _run(self, job: Job, sources: list[SourceConfig], trigger: str, force: bool) -> None:
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self.run_lock.release()
+                self._busy.release()
+
         try:
-            run_job(self.pipeline, job, sources, trigger=trigger, force=force)
+            run_job(self.pipeline, job, sources, trigger=trigger, force=force, release=release)
         finally:
-            self.run_lock.release()
-            self._busy.release()
+            release()
 
     def get(self, job_id: str) -> Job:
         with self._lock:
