@@ -416,6 +416,7 @@ def build_reindexer(settings: Settings, services: Services | None = None) -> Rei
                          dense=services.dense, sparse=services.sparse,
                          store=services.index.store,
                          chunk_max_tokens=settings.ingest.chunk_max_tokens,
+                         parse_processes=settings.ingest.parse_processes,
                          data_dir=settings.data_dir,
                          min_free_bytes=settings.ingest.min_free_bytes,
                          embedding_source=embedding_source(settings.embedding))
@@ -426,6 +427,7 @@ def build_reindexer(settings: Settings, services: Services | None = None) -> Rei
                      blobs=build_blobs(settings), dense=dense, sparse=Bm25Encoder(),
                      store=build_index_store(settings, dense.dim, stores),
                      chunk_max_tokens=settings.ingest.chunk_max_tokens,
+                     parse_processes=settings.ingest.parse_processes,
                      data_dir=settings.data_dir, min_free_bytes=settings.ingest.min_free_bytes,
                      embedding_source=embedding_source(settings.embedding),
                      release=stores.close)
@@ -562,6 +564,7 @@ def build_services(settings: Settings) -> Services:
         dense=dense,
         sparse=sparse,
         chunk_max_tokens=settings.ingest.chunk_max_tokens,
+        parse_processes=settings.ingest.parse_processes,
         work_dir=settings.data_dir,
         min_free_bytes=settings.ingest.min_free_bytes,
         # Gives way to the requests of this process (none outside a server: never pauses).

@@ -16,12 +16,15 @@ data folder, so the embedding cache is empty and every distinct chunk goes to th
 Reported: the wall time, the time inside embedding calls (the union of the intervals during
 which at least one request was in flight, so that concurrent requests are not counted twice;
 and their sum), and chunks/s of the pipeline's own work: chunks / (wall - union); and the CPU
-time of the ingesting process, which a shared machine's load moves less than wall time. The target
+time of the ingesting process and of its parse workers (``--parse-processes``: with a remote model
+the pipeline redacts, parses and chunks in worker processes, ``ingest/cutting.py``), which a
+shared machine's load moves less than wall time. The target
 (issue 35): >= 1,000 chunks/s of pipeline work besides the embedder. A digest of every chunk
 (id, text, heading, lines) and outline, and the index's point count, show that a faster
 pipeline indexes the same thing.
 
-    .venv/bin/python bench/bench_remote_embedding.py [--concurrency 4] [--keep DIR]
+    .venv/bin/python bench/bench_remote_embedding.py [--concurrency 4] [--parse-processes N] \
+        [--keep DIR]
     # -> bench/results/remote-embedding.{json,md}
     # the profile: py-spy over the same run, summarised
     py-spy record --format raw -o /tmp/ingest.txt -- \
@@ -133,11 +136,14 @@ class CallClock:
         return sum(b - a for a, b in self.intervals)
 
 
-def cpu_seconds() -> float:
-    """CPU time of this process (every thread; the server is another process): less moved by
-    a busy machine than wall time, and it includes the client's side of the embedding calls."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+def cpu_seconds() -> tuple[float, float]:
+    """CPU time of this process (every thread), and of its children that ended: the parse
+    workers, which each run stops and reaps at its end (the server is a child too, but is
+    reaped only after the measurement). Less moved by a busy machine than wall time, and it
+    includes the client's side of the embedding calls."""
+    return tuple(u.ru_utime + u.ru_stime  # type: ignore[return-value]
+                 for u in (resource.getrusage(resource.RUSAGE_SELF),
+                           resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
 def index_digest(catalog_path: Path) -> str:
@@ -156,6 +162,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--concurrency", type=int, default=4,
                         help="CITEWISE_EMBEDDING_CONCURRENCY (requests in flight)")
+    parser.add_argument("--parse-processes", type=int, metavar="N",
+                        help="CITEWISE_PARSE_PROCESSES: worker processes that parse and chunk "
+                             "(default: the pipeline's choice, one fewer than the cores, at most "
+                             "4, with a remote model)")
     parser.add_argument("--keep", type=Path, help="keep the data folder here (default: temp)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--machine-note", metavar="TEXT",
@@ -181,11 +191,14 @@ def main() -> None:
                            "CITEWISE_EMBEDDING_MODEL": "hashed-384",
                            "CITEWISE_EMBEDDING_DIM": str(DIM),
                            "CITEWISE_EMBEDDING_CONCURRENCY": str(args.concurrency)})
+        if args.parse_processes is not None:
+            os.environ["CITEWISE_PARSE_PROCESSES"] = str(args.parse_processes)
         settings = Settings.load(write_config(work))
         services = build_services(settings)
         try:
             remote = services.dense.remote
             assert remote is not None, "CITEWISE_EMBEDDING_URL was not taken"
+            parse_processes = services.pipeline.parse_processes
             clock = CallClock(remote.embed)
             remote.embed = clock
             started, cpu_started = time.perf_counter(), cpu_seconds()
@@ -194,7 +207,10 @@ def main() -> None:
                 report = run_source(services.pipeline, source, trigger="bench")
                 print(f"  {report.summary()}", file=sys.stderr)
                 reports.append(report)
-            wall, cpu = time.perf_counter() - started, cpu_seconds() - cpu_started
+            wall = time.perf_counter() - started
+            cpu_self, cpu_workers = (b - a for a, b in zip(cpu_started, cpu_seconds(),
+                                                           strict=True))
+            cpu = cpu_self + cpu_workers
             chunks = services.catalog.count_chunks()
             points = services.index.count()
         finally:
@@ -218,7 +234,7 @@ def main() -> None:
                     "python": platform.python_version(), "load_start": load_start,
                     "load_end": [round(x, 2) for x in os.getloadavg()],
                     "shared": args.machine_note},
-        "concurrency": args.concurrency,
+        "concurrency": args.concurrency, "parse_processes": parse_processes,
         "documents": sum(r.counts.added + r.counts.updated for r in reports),
         "failed": sum(r.counts.failed for r in reports),
         "chunks": chunks, "points": points,
@@ -226,7 +242,8 @@ def main() -> None:
         "requests": len(clock.intervals), "texts_sent": clock.texts,
         "wall_s": round(wall, 2), "embedding_union_s": round(union, 2),
         "embedding_sum_s": round(total, 2), "besides_embedding_s": round(besides, 2),
-        "cpu_s": round(cpu, 2), "chunks_per_cpu_s": round(chunks / cpu, 1),
+        "cpu_s": round(cpu, 2), "cpu_self_s": round(cpu_self, 2),
+        "cpu_workers_s": round(cpu_workers, 2), "chunks_per_cpu_s": round(chunks / cpu, 1),
         "chunks_per_s": round(chunks / wall, 1),
         "pipeline_chunks_per_s": round(chunks / besides, 1) if besides > 0 else None,
         "target": TARGET, "digest": digest,
@@ -257,7 +274,8 @@ def markdown(r: dict) -> str:
         "",
         f"The five shared corpora into a fresh data folder (empty embedding cache), "
         f"{r['concurrency']} requests in flight to a loopback OpenAI-compatible server that "
-        f"returns hashed unit vectors ({r['requests']} requests, {r['texts_sent']} texts).",
+        f"returns hashed unit vectors ({r['requests']} requests, {r['texts_sent']} texts); "
+        f"{r.get('parse_processes', 0)} parse worker processes (CPU s counts them too).",
         "",
         "| documents | chunks | wall s | in embedding calls s (union) | (sum) | besides s | "
         "CPU s | chunks per CPU s | chunks/s overall | chunks/s of pipeline work | target |",

@@ -51,7 +51,6 @@ from citewise.connectors.base import LoadConnector, SyncConnector, SyncError
 from citewise.errors import (
     CitewiseError,
     DiskFullError,
-    DocumentError,
     SourceError,
     StoreUnavailableError,
 )
@@ -64,25 +63,21 @@ from citewise.index.catalog import (
     now,
 )
 from citewise.index.dense import DenseEncoder, embedding_text
-from citewise.index.injection import injected_chunks
 from citewise.index.outline import Outline
 from citewise.index.payload import ChunkPayload, DocumentPayload
 from citewise.index.source_store import RunCounts, SourceStore
 from citewise.index.sparse import Bm25Encoder
-from citewise.index.vector_index import ChunkPoint, VectorIndex
-from citewise.ingest.anchors import anchor_style
+from citewise.index.vector_index import ChunkPoint, SparseVector, VectorIndex
 from citewise.ingest.chunking import Chunkers
 from citewise.ingest.consistency import check, reconcile
-from citewise.ingest.outline import build_outline
+from citewise.ingest.cutting import AUTO_MAX_PROCESSES, Cut, CutQueue, available_cores
 from citewise.ingest.overlap import Inline, Writer
 from citewise.ingest.pacing import Pacer
-from citewise.ingest.parse import document_text, without_nul
 from citewise.ingest.progress import ProgressSink, SilentProgress
-from citewise.ingest.redact import redact_document
 from citewise.ingest.space import DiskSpace
 from citewise.ingest.state import IndexSignature, SourceState, definition_digest
 from citewise.ingest.swap import VersionSwap
-from citewise.types import CODE_MEDIA_TYPE, Chunk, SourceDocument
+from citewise.types import Chunk, SourceDocument
 
 log = logging.getLogger("citewise.ingest")
 
@@ -130,6 +125,17 @@ class RunReport:
 
 
 @dataclass
+class _Admitted:
+    """A document to cut, as the source gave it, with the catalog's record of it."""
+
+    doc: SourceDocument
+    doc_id: str
+    previous: DocumentRecord | None
+    # Its redacted bytes' hash at which it needs no work (``SourceState.unchanged_hash``).
+    unchanged_hash: str | None
+
+
+@dataclass
 class _Prepared:
     doc: SourceDocument
     doc_id: str
@@ -137,6 +143,7 @@ class _Prepared:
     chunks: list[Chunk]
     outline: Outline | None = None
     injected: list[int] = field(default_factory=list)  # ordinals of chunks aimed at a model
+    sparse: list[SparseVector] | None = None  # the chunks' BM25 vectors, when already made
 
     @property
     def emptied(self) -> bool:
@@ -160,6 +167,7 @@ class IngestPipeline:
         min_free_bytes: int = 0,
         embed_window: int = EMBED_WINDOW,
         pacer: Pacer | None = None,
+        parse_processes: int | None = None,
     ) -> None:
         self.catalog = catalog
         self.sources = sources
@@ -175,6 +183,9 @@ class IngestPipeline:
         self._signature = IndexSignature(self.chunkers, dense.model_id, sparse.version)
         self.swap = VersionSwap(catalog, index, blobs)
         self.embed_window = embed_window
+        # Worker processes that parse and chunk beside the run (cutting.py); None = chosen by
+        # the embedding model (``parse_processes``).
+        self._parse_processes = parse_processes
         # Pauses a run while the same process answers requests (pacing.py).
         self.pacer = pacer or Pacer()
         self._failing = threading.Lock()
@@ -247,33 +258,49 @@ class IngestPipeline:
 
         # Three stages (overlap.py), in order: read and parse, embed, write. With a remote model
         # they run at once (this thread parses window n+2 while ``embedder`` embeds window n+1
-        # and ``storer`` writes window n); with the local model, in turn (``_stages``).
+        # and ``storer`` writes window n); with the local model, in turn (``_stages``). Parsing
+        # and chunking go to worker processes when there are cores to spare (cutting.py);
+        # their cuts come back in the order the documents were read.
         embedder, storer = self._stages()
+        cutter: CutQueue[_Admitted] = CutQueue(self.chunkers, self.sparse, self.dense.model_path,
+                                               processes=self.parse_processes)
         self.pacer.begin()
         # Documents read and parsed, waiting until their chunks fill a window (EMBED_WINDOW).
         window: list[_Prepared] = []
         window_docs = window_chunks = 0
 
         def process(batch: list[SourceDocument]) -> None:
-            nonlocal window_docs, window_chunks
+            nonlocal window_docs
             for doc in batch:
                 counts.seen += 1
-                item = self._prepare(source, doc, state, force, report)
+                admitted = self._admit(source, doc, state, force, report)
                 self.pacer.tick()
-                if item is not None:
-                    if item.emptied:
-                        held.append(item)
-                    else:
-                        window.append(item)
-                        window_chunks += len(item.chunks)
-            window_docs += len(batch)
+                if admitted is None:
+                    window_docs += 1
+                else:
+                    take(cutter.put(admitted, admitted.doc_id, admitted.doc,
+                                    admitted.unchanged_hash))
             if window_chunks >= self.embed_window:
                 flush()
+
+        def take(cuts: list[tuple[_Admitted, Cut]]) -> None:
+            """Documents whose cuts came back (in the order read) join the window."""
+            nonlocal window_docs, window_chunks
+            for admitted, cut in cuts:
+                window_docs += 1
+                item = self._prepared(source, admitted, cut, report)
+                if item is None:
+                    continue
+                if item.emptied:
+                    held.append(item)
+                else:
+                    window.append(item)
+                    window_chunks += len(item.chunks)
 
         def flush() -> None:
             """Hand the window to the embedder; its writes follow in order."""
             nonlocal window, window_docs, window_chunks
-            if not window_docs:
+            if not window_docs and not window:
                 return
             prepared, docs = window, window_docs
             window, window_docs, window_chunks = [], 0, 0
@@ -295,10 +322,12 @@ class IngestPipeline:
         def after_writes(task: Callable[[], None]) -> None:
             """Run ``task`` once every document given so far is written (a sync checkpoint:
             the window goes first, or the checkpoint would pass documents not yet written)."""
+            take(cutter.drain())
             flush()
             embedder.submit(lambda: storer.submit(task))
 
         def drain() -> None:
+            take(cutter.drain())
             flush()
             embedder.drain()
             storer.drain()
@@ -308,9 +337,11 @@ class IngestPipeline:
             # batch was written before the next was read; an error of the writers themselves
             # is already on its way up.
             try:
+                take(cutter.drain())
                 flush()
             except BaseException:
                 log.debug("documents of an unwritten window dropped", exc_info=True)
+            cutter.close()
             embedder.close()
             storer.close()
 
@@ -361,6 +392,25 @@ class IngestPipeline:
             progress.close()
         self._finish(report, started)
         return report
+
+    @property
+    def parse_processes(self) -> int:
+        """Worker processes a run parses and chunks in: as configured, else as many as the
+        cores (at most ``AUTO_MAX_PROCESSES``; none on one core) when the model is remote, and
+        none with the local model, which computes on every core itself (``_stages`` says what
+        work beside it costs).
+
+        As many as the cores, not one fewer: cutting is about 60% of a remote-model run's CPU,
+        so one worker is the bottleneck, and the run's own process mostly waits. Through
+        ``bench/bench_remote_embedding.py`` on two cores, alternating in one sitting: no
+        workers 885-896 chunks/s of pipeline work, one 724-787, two 1,011-1,033 (bench/results/
+        remote-embedding.md)."""
+        if self._parse_processes is not None:
+            return self._parse_processes
+        cores = available_cores()
+        if self.dense.remote is None or cores < 2:
+            return 0
+        return min(AUTO_MAX_PROCESSES, cores)
 
     def _stages(self) -> tuple[Writer | Inline, Writer | Inline]:
         """The embedding and writing stages of a run: threads of their own beside reading and
@@ -499,54 +549,39 @@ class IngestPipeline:
         self.sources.record_error(report.run_id, source, None, message)
         log.warning("%s: %s", source, message)
 
-    def _prepare(
-        self,
-        source: str,
-        doc: SourceDocument,
-        state: SourceState,
-        force: bool,
-        report: RunReport,
-    ) -> _Prepared | None:
+    def _admit(self, source: str, doc: SourceDocument, state: SourceState, force: bool,
+               report: RunReport) -> _Admitted | None:
+        """A document read: the catalog's record of it, and the hash at which it is unchanged.
+        None (its failure recorded) when the source could not read it."""
         previous = state.see(doc)
         if doc.error:
             self._fail(source, report, doc.external_id, doc.error)
             return None
-        try:
-            # Before hashing, so the stored blob, the catalog and the index only ever see the
-            # redacted text.
-            doc = redact_document(without_nul(doc))
-        except Exception as e:  # never store a document we could not check for secrets
-            log.exception("redaction failed for %s", doc.external_id)
-            self._fail(source, report, doc.external_id, f"secret scan failed: {e}")
+        return _Admitted(doc, document_id(source, doc.external_id), previous,
+                         None if force else state.unchanged_hash(doc, previous))
+
+    def _prepared(self, source: str, admitted: _Admitted, cut: Cut,
+                  report: RunReport) -> _Prepared | None:
+        """A document and its cut, ready to embed; None when there is nothing to write (it is
+        unchanged, or failed: then its failure is recorded)."""
+        external_id = admitted.doc.external_id
+        if cut.error is not None:
+            if cut.unexpected:
+                log.error("unexpected error preparing %s\n%s", external_id, cut.unexpected)
+            self._fail(source, report, external_id, cut.error)
             return None
-        if not force and previous is not None and state.unchanged(doc, previous):
-            self._refresh_unchanged(doc, previous)
+        assert cut.doc is not None  # redacted, since it did not fail
+        if cut.unchanged:
+            assert admitted.previous is not None
+            self._refresh_unchanged(cut.doc, admitted.previous)
             report.counts.unchanged += 1
             metrics.INGEST_DOCUMENTS.labels(source, "unchanged").inc()
             return None
-        doc_id = document_id(source, doc.external_id)
-        try:
-            chunks = self.chunkers.for_media_type(doc.media_type).chunk(doc_id, doc)
-            # Text aimed at a model rather than a reader (the injection guardrail acts on it
-            # at answer time); recorded per chunk, never silently.
-            injected = injected_chunks(chunks)
-            if injected:
-                log.warning("%s: chunks %s carry instructions aimed at a model",
-                            doc.external_id, injected)
-            outline = None
-            if doc.media_type != CODE_MEDIA_TYPE:
-                outline = build_outline(
-                    document_text(doc), doc.media_type, title=doc.title,
-                    line_offset=doc.body_line_offset,
-                    anchor=anchor_style(doc.metadata.get("anchor_style")))
-        except DocumentError as e:
-            self._fail(source, report, doc.external_id, e.message)
-            return None
-        except Exception as e:  # a bug or a library failure on odd input: still one document
-            log.exception("unexpected error preparing %s", doc.external_id)
-            self._fail(source, report, doc.external_id, f"{type(e).__name__}: {e}")
-            return None
-        return _Prepared(doc, doc_id, previous, chunks, outline, injected)
+        if cut.injected:
+            log.warning("%s: chunks %s carry instructions aimed at a model",
+                        external_id, cut.injected)
+        return _Prepared(cut.doc, admitted.doc_id, admitted.previous, cut.chunks, cut.outline,
+                         cut.injected, cut.sparse)
 
     def _refresh_unchanged(self, doc: SourceDocument, previous: DocumentRecord) -> None:
         if sorted(doc.readers) != sorted(previous.readers):
@@ -649,19 +684,22 @@ class IngestPipeline:
             body_line_offset=doc.body_line_offset,
             injection_chunks=p.injected,
         )
-        points = self._points(record, p.chunks, texts, vectors)
+        points = self._points(record, p.chunks, texts, vectors, p.sparse)
         self.swap.write(record, p.chunks, points, doc.content, p.previous, p.outline, on_live)
 
     def _points(self, record: DocumentRecord, chunks: list[Chunk], texts: list[str],
-                vectors: Vectors) -> list[ChunkPoint]:
+                vectors: Vectors, sparse: list[SparseVector] | None = None) -> list[ChunkPoint]:
         """The index points of a document version: the one definition of what a point holds,
-        for a new version and for one rebuilt from the catalog."""
+        for a new version and for one rebuilt from the catalog. ``sparse``: the BM25 vectors of
+        ``texts`` when the cut made them already (in a worker process, cutting.py)."""
         document = DocumentPayload.for_record(record)
+        if sparse is None:
+            sparse = [self.sparse.embed_document(text) for text in texts]
         return [
             ChunkPoint(id=chunk_point_id(record.id, record.version, c.ordinal),
-                       dense=vec.tolist(), sparse=self.sparse.embed_document(text),
+                       dense=vec.tolist(), sparse=bm25,
                        payload=ChunkPayload.for_chunk(document, c))
-            for c, text, vec in zip(chunks, texts, vectors, strict=True)
+            for c, vec, bm25 in zip(chunks, vectors, sparse, strict=True)
         ]
 
     def points_from_catalog(self, record: DocumentRecord) -> list[ChunkPoint]:

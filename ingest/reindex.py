@@ -109,7 +109,8 @@ class Reindexer:
     def __init__(self, *, catalog: DocumentCatalog, sources: SourceStore,
                  staging: CatalogStaging, blobs: BlobStore, dense: DenseEncoder,
                  sparse: Bm25Encoder, store: IndexStore, chunk_max_tokens: int,
-                 data_dir: Path, drop_delay: float = 1.0, min_free_bytes: int = 0,
+                 data_dir: Path, parse_processes: int | None = None, drop_delay: float = 1.0,
+                 min_free_bytes: int = 0,
                  embedding_source: dict[str, Any] | None = None,
                  release: Callable[[], None] | None = None) -> None:
         self.catalog = catalog
@@ -121,6 +122,7 @@ class Reindexer:
         self.sparse = sparse
         self.store = store
         self.chunk_max_tokens = chunk_max_tokens
+        self.parse_processes = parse_processes  # as the pipeline's (None = by the model)
         self.data_dir = Path(data_dir)
         # Seconds between the switch and dropping the old generation: a server in another
         # process that is between reading the pointer and querying finishes first.
@@ -239,7 +241,8 @@ class Reindexer:
         pipeline = IngestPipeline(catalog=staged.catalog, sources=staged.sources, index=index,
                                   blobs=self.blobs,
                                   dense=self.dense, sparse=self.sparse,
-                                  chunk_max_tokens=self.chunk_max_tokens, work_dir=self.data_dir,
+                                  chunk_max_tokens=self.chunk_max_tokens,
+                                  parse_processes=self.parse_processes, work_dir=self.data_dir,
                                   min_free_bytes=self.min_free_bytes)
         live = self.sources.list_sources()
         known = {source.name for source in live}

@@ -40,6 +40,13 @@ class IngestSettings(SettingsPart):
     chunk_max_tokens: int = Field(
         default=200, description="Word-pieces per chunk (the model truncates at 256)."
     )
+    parse_processes: int | None = Field(
+        default=None, ge=0, description="Worker processes an ingest run parses and chunks "
+        "documents in (and redacts them, and makes their BM25 vectors) beside its own process, "
+        "which is one core; 0 = none, all in the run's process. Unset = as many as the cores, "
+        "at most 4 (none on one core), when the embedding model is remote "
+        "(CITEWISE_EMBEDDING_URL), and 0 with the local model, which already computes on every "
+        "core. A run starts them only once it has more than 16 documents to parse.")
     ingest_allowed_paths: Annotated[list[Path], NoDecode] = Field(
         default_factory=list,
         description="Folders under which POST /v1/ingest/jobs may ingest a path "

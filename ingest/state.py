@@ -97,14 +97,14 @@ class SourceState:
         self.seen.add(doc.external_id)
         return self.existing.get(doc.external_id)
 
-    def unchanged(self, doc: SourceDocument, previous: DocumentRecord | None) -> bool:
-        """Same bytes (after redaction) under the same index signature: nothing to redo."""
-        return (
-            previous is not None
-            and previous.content_hash == doc.content_hash
-            and previous.index_signature == self.signature(doc.media_type)
-            and doc.external_id not in self.incomplete
-        )
+    def unchanged_hash(self, doc: SourceDocument, previous: DocumentRecord | None) -> str | None:
+        """The content hash (of the bytes after redaction) at which ``doc`` has nothing to
+        redo: its indexed version's, when that was indexed under today's signature and
+        completely; None when it is to be indexed whatever its bytes."""
+        if (previous is None or previous.index_signature != self.signature(doc.media_type)
+                or doc.external_id in self.incomplete):
+            return None
+        return previous.content_hash
 
     # Syncing connectors ----------------------------------------------------------------------
     def sync_request(self, force: bool) -> SyncRequest:

@@ -79,6 +79,7 @@ SURFACE: list[tuple[str, Any, Any, Any, str, Any]] = [
     ("embedding_concurrency", 4, 5, 5, "6", 6),
     ("embedding_unit_precision", "auto", "float32", "float32", "bfloat16", "bfloat16"),
     ("chunk_max_tokens", 200, 201, 201, "202", 202),
+    ("parse_processes", None, 2, 2, "3", 3),
     ("llm_base_url", None, "toml-llm_base_url", "toml-llm_base_url", "env-llm_base_url",
      "env-llm_base_url"),
     ("llm_model", None, "toml-llm_model", "toml-llm_model", "env-llm_model", "env-llm_model"),
@@ -245,7 +246,7 @@ def test_every_setting_is_a_variable_and_a_key_and_nothing_else(no_settings):
     removed = {"api_keys"}
     assert sorted(n for n in values if n not in tables | removed | {"config_file"}) == \
         sorted(NAMES)
-    assert len(NAMES) == len(set(NAMES)) == 111
+    assert len(NAMES) == len(set(NAMES)) == 112
 
 
 def test_defaults(no_settings):

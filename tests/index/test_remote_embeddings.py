@@ -138,3 +138,33 @@ def test_a_400_about_the_texts_leaves_base64_on_and_bad_base64_is_malformed(endp
         assert broken.value.kind == "malformed"
     finally:
         provider.close()
+
+
+def test_with_a_remote_model_a_run_parses_in_worker_processes(tmp_path, endpoint, caplog):
+    """The run's CPU is free for parsing when the model is elsewhere: it cuts documents in a
+    worker process per core (ingest/cutting.py), and indexes every one, searchable."""
+    import logging
+
+    from citewise.ingest.cutting import AUTO_MAX_PROCESSES, available_cores
+    from tests.ingest.test_cutting import documents
+
+    folder = tmp_path / "kb"
+    for doc in documents(30):
+        (folder / doc.external_id).parent.mkdir(parents=True, exist_ok=True)
+        (folder / doc.external_id).write_bytes(doc.content)
+    services = build_services(remote_settings(tmp_path, endpoint))
+    try:
+        cores = available_cores()
+        expected = 0 if cores < 2 else min(cores, AUTO_MAX_PROCESSES)
+        assert services.pipeline.parse_processes == expected
+        with caplog.at_level(logging.INFO, logger="citewise.ingest"):
+            report = run_source(services.pipeline, folder_source(folder), trigger="t")
+        assert report.status == "succeeded" and report.counts.added == 30, report.summary()
+        if expected:
+            assert f"parsing with {expected} worker processes" in caplog.text
+        else:
+            print(f"only {cores} core here: the run parsed in its own process")
+        hits = services.search.search("restart the svc-17 api deployment", Identity(), top_k=3)
+        assert hits[0].path == "runbooks/svc-17.md"
+    finally:
+        services.close()

@@ -1,0 +1,352 @@
+"""Cutting documents into chunks and outlines, in the run's process or in worker processes.
+
+Parsing and chunking are most of a run's own CPU when the embedding model is remote (a profile
+of the shared corpora through a loopback embedder: 37% of the samples, the writes 35%), and a
+run is one interpreter: one core, whatever the machine has. They are also a pure function of a
+document (``cut_document``), so ``CutQueue`` can hand them to worker processes while the run's
+process reads the next documents, embeds and writes. With the packaged model they stay in the
+run's process: the model already computes on every core (``IngestPipeline.parse_processes``).
+
+What the queue promises the pipeline:
+
+- **Order.** Cuts come back in the order documents were put, so windows, checkpoints and the
+  deletion brake see the same sequence as when everything ran in one process.
+- **Bounded memory.** At most ``max_waiting`` documents, and ``max_waiting_bytes`` of their
+  content, wait; ``put`` blocks on the oldest beyond that. The bounds are generous on purpose:
+  while the run waits on its embedding and writing stages, the workers go on cutting the next
+  window's documents (an embedding window is ~200 documents of the shared corpora).
+- **No document lost to a dying worker.** A worker that dies (a parser crashing on odd input,
+  the kernel's out-of-memory killer) breaks the whole pool: every document it held is cut again
+  in a new pool, one at a time, so a document that kills a worker again fails alone, with an
+  error that says so, and the run goes on.
+- **Small runs cost nothing.** The pool starts only once ``start_after`` documents have asked to
+  be cut in this run (a nightly run that changed three pages cuts them itself; a document whose
+  bytes are those indexed never asks), and workers are spawned, not forked: a server's threads
+  and the tokenizer's own must not be copied mid-flight. A worker's start costs ~0.3-0.6 s of
+  CPU (it imports the parsers and the main script, and reads the tokenizer).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import traceback
+from collections import deque
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from citewise.errors import DocumentError
+from citewise.index.dense import DenseEncoder, embedding_text
+from citewise.index.injection import injected_chunks
+from citewise.index.outline import Outline
+from citewise.index.sparse import Bm25Encoder
+from citewise.index.vector_index import SparseVector
+from citewise.ingest.anchors import anchor_style
+from citewise.ingest.chunking import Chunkers
+from citewise.ingest.outline import build_outline
+from citewise.ingest.parse import document_text, without_nul
+from citewise.ingest.redact import redact_document
+from citewise.types import CODE_MEDIA_TYPE, Chunk, SourceDocument
+
+log = logging.getLogger("citewise.ingest")
+
+# Most worker processes a run starts by itself: past a few, the run's own process (reading,
+# embedding requests, writes) is the limit again.
+AUTO_MAX_PROCESSES = 4
+# How much lower than the run's process its workers run (``nice``): a tenth of the CPU share of a
+# normal process when both want the same core.
+WORKER_NICENESS = 10
+
+Tag = TypeVar("Tag")
+
+
+@dataclass
+class Cut:
+    """What a document is cut into, or why it could not be."""
+
+    # The document as redacted: what is stored, hashed and indexed (None when redaction failed).
+    doc: SourceDocument | None = None
+    # Its bytes after redaction are those already indexed under today's settings: nothing to do.
+    unchanged: bool = False
+    chunks: list[Chunk] = field(default_factory=list)
+    outline: Outline | None = None
+    injected: list[int] = field(default_factory=list)  # ordinals of chunks aimed at a model
+    # Each chunk's BM25 vector, of the text it is embedded as (``embedding_text``).
+    sparse: list[SparseVector] = field(default_factory=list)
+    error: str | None = None  # the document failed: this is recorded as its error
+    # The failure was not the document's (a bug, a library failing on odd input): the
+    # traceback, for the log.
+    unexpected: str | None = None
+
+
+def cut_document(chunkers: Chunkers, sparse: Bm25Encoder, doc_id: str, doc: SourceDocument,
+                 unchanged_hash: str | None = None) -> Cut:
+    """One document redacted, and unless its redacted bytes hash to ``unchanged_hash`` (the
+    version already indexed), cut: its chunks with their BM25 vectors, the chunks that carry
+    instructions aimed at a model, and its outline. Never raises for the document's sake: a
+    failure is a ``Cut`` with ``error`` set, so that it crosses a process boundary as data."""
+    try:
+        # Before hashing, so the stored blob, the catalog and the index only ever see the
+        # redacted text.
+        doc = redact_document(without_nul(doc))
+    except Exception as e:  # never store a document we could not check for secrets
+        return Cut(error=f"secret scan failed: {e}", unexpected=traceback.format_exc())
+    if unchanged_hash is not None and doc.content_hash == unchanged_hash:
+        return Cut(doc, unchanged=True)
+    try:
+        chunks = chunkers.for_media_type(doc.media_type).chunk(doc_id, doc)
+        # Text aimed at a model rather than a reader (the injection guardrail acts on it at
+        # answer time); recorded per chunk, never silently.
+        injected = injected_chunks(chunks)
+        outline = None
+        if doc.media_type != CODE_MEDIA_TYPE:
+            outline = build_outline(
+                document_text(doc), doc.media_type, title=doc.title,
+                line_offset=doc.body_line_offset,
+                anchor=anchor_style(doc.metadata.get("anchor_style")))
+        vectors = [sparse.embed_document(embedding_text(doc.title, c.heading, c.text))
+                   for c in chunks]
+    except DocumentError as e:
+        return Cut(doc, error=e.message)
+    except Exception as e:  # a bug or a library failure on odd input: still one document
+        return Cut(doc, error=f"{type(e).__name__}: {e}", unexpected=traceback.format_exc())
+    return Cut(doc, chunks=chunks, outline=outline, injected=injected, sparse=vectors)
+
+
+def available_cores() -> int:
+    """The cores this process may run on (a container's CPU set, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+# The chunkers and BM25 encoder of a worker process, set once by ``_start_worker``.
+_worker_chunkers: Chunkers | None = None
+_worker_sparse: Bm25Encoder | None = None
+
+
+def _start_worker(model_path: str, max_tokens: int, sparse: Bm25Encoder) -> None:
+    global _worker_chunkers, _worker_sparse
+    # Background work: where the run shares the machine with requests (a server's own run),
+    # they come first. The run's process paces itself (pacing.py); its workers give way to
+    # anything at the normal priority instead, and still take every idle core.
+    if hasattr(os, "nice"):
+        os.nice(WORKER_NICENESS)
+    # The same token counts as the run's process: the model folder's tokenizer, no weights.
+    # Read now, so that a folder without one stops the worker here (the queue then parses in
+    # the run's process) rather than failing every document.
+    dense = DenseEncoder(Path(model_path))
+    dense.tokenizer  # noqa: B018
+    _worker_chunkers = Chunkers(dense.count_tokens, max_tokens, dense.count_tokens_many)
+    _worker_sparse = sparse
+
+
+def _cut_in_worker(doc_id: str, doc: SourceDocument, unchanged_hash: str | None) -> Cut:
+    assert _worker_chunkers is not None and _worker_sparse is not None, \
+        "the worker was started without its chunkers"
+    return cut_document(_worker_chunkers, _worker_sparse, doc_id, doc, unchanged_hash)
+
+
+def _cut_back(entry: _Waiting[Any]) -> bool:
+    """Whether a worker sent this document's cut back."""
+    f = entry.future
+    return f is not None and f.done() and not f.cancelled() and f.exception() is None
+
+
+@dataclass
+class _Waiting(Generic[Tag]):
+    tag: Tag
+    doc_id: str
+    doc: SourceDocument
+    unchanged_hash: str | None
+    future: Future[Cut] | None = None
+    cut: Cut | None = None
+    # It was in a pool that broke: cut again alone, so that it fails only if it breaks one.
+    suspect: bool = False
+
+
+class CutQueue(Generic[Tag]):
+    """Documents in, cuts out, in the order put; cut in ``processes`` worker processes, or
+    here when ``processes`` is 0. ``tag`` travels with each document and comes back with its
+    cut (the pipeline's own record of the document; it never crosses to a worker)."""
+
+    def __init__(self, chunkers: Chunkers, sparse: Bm25Encoder, model_path: Path, *,
+                 processes: int, start_after: int = 16, max_waiting: int = 512,
+                 max_waiting_bytes: int = 64 * 2**20) -> None:
+        self._chunkers = chunkers
+        self._sparse = sparse
+        self._model_path = model_path
+        self.processes = processes
+        self._start_after = start_after
+        self._max_waiting = max(max_waiting, 1)
+        self._max_waiting_bytes = max_waiting_bytes
+        self._waiting_bytes = 0  # content of the documents waiting
+        self._waiting: deque[_Waiting[Tag]] = deque()  # every document not taken, in order
+        self._unsent: deque[_Waiting[Tag]] = deque()  # those not handed to a worker yet
+        self._flying = 0  # handed to a worker and not settled
+        self._alone = False  # a suspect is in flight: nothing else goes out meanwhile
+        self._pool: ProcessPoolExecutor | None = None
+        self._asked = 0  # documents put in this run that needed cutting
+        self.worker_cuts = 0  # documents the workers answered for in this run
+        self.restarts = 0  # pools that broke and were started again
+
+    def put(self, tag: Tag, doc_id: str, doc: SourceDocument,
+            unchanged_hash: str | None = None) -> list[tuple[Tag, Cut]]:
+        """Queue a document (``cut_document``'s arguments); return the cuts that are ready
+        now, oldest first (waiting for the oldest when too many documents wait)."""
+        entry = _Waiting(tag, doc_id, doc, unchanged_hash)
+        if unchanged_hash is not None and doc.content_hash == unchanged_hash:
+            # The bytes are those indexed, which were redacted already (redaction leaves its
+            # own output as it is): unchanged, with no redaction and no worker. Most documents
+            # of a nightly run are.
+            entry.cut = Cut(doc, unchanged=True)
+        elif not self.processes or self._asked < self._start_after:
+            self._asked += 1
+            entry.cut = self._cut_here(entry)
+        else:
+            self._asked += 1
+            self._unsent.append(entry)
+        self._waiting.append(entry)
+        self._hand_out()
+        self._waiting_bytes += len(doc.content)
+        return self._take(block=len(self._waiting) > self._max_waiting
+                          or self._waiting_bytes > self._max_waiting_bytes)
+
+    def drain(self) -> list[tuple[Tag, Cut]]:
+        """Every cut still owed, in order (waiting for them)."""
+        done: list[tuple[Tag, Cut]] = []
+        while self._waiting:
+            done += self._take(block=True)
+        return done
+
+    def close(self) -> None:
+        """Stop the workers; documents not taken yet are dropped (the run is ending)."""
+        self._waiting.clear()
+        self._unsent.clear()
+        self._waiting_bytes = self._flying = 0
+        self._alone = False
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def _take(self, *, block: bool) -> list[tuple[Tag, Cut]]:
+        """The ready cuts at the head of the queue; with ``block``, at least the oldest one."""
+        done: list[tuple[Tag, Cut]] = []
+        while self._waiting:
+            head = self._waiting[0]
+            if head.cut is None:
+                if not block and (head.future is None or not head.future.done()):
+                    break
+                self._settle(head)
+            assert head.cut is not None
+            self._waiting.popleft()
+            self._waiting_bytes -= len(head.doc.content)
+            done.append((head.tag, head.cut))
+            block = False
+            self._hand_out()
+        return done
+
+    def _settle(self, head: _Waiting[Tag]) -> None:
+        """Wait for the oldest document's cut, starting pools again as workers die."""
+        while head.cut is None:
+            self._hand_out()
+            assert head.future is not None  # the oldest is always handed out
+            try:
+                head.cut = head.future.result()
+                self._settled(head)
+            except BrokenProcessPool as e:
+                if not self.worker_cuts and not any(_cut_back(w) for w in self._waiting):
+                    self._never_started(e)
+                    continue
+                if head.suspect:  # it was alone in the pool: it is the one that broke it
+                    head.cut = Cut(error="parsing this document ended the worker process "
+                                         "that parsed it (a crash in a parser, or out of "
+                                         "memory); it was tried again alone and ended it again")
+                    log.error("%s: %s", head.doc.external_id, head.cut.error)
+                self._broken()
+            except Exception as e:  # a cut that could not be sent back (pickling): the document's
+                head.cut = Cut(error=f"{type(e).__name__}: {e}",
+                               unexpected=traceback.format_exc())
+                self._settled(head)
+
+    def _settled(self, entry: _Waiting[Tag]) -> None:
+        """A worker's answer for ``entry`` was read: it no longer holds a place in flight."""
+        self._flying -= 1
+        if entry.suspect:
+            self._alone = False
+        self.worker_cuts += 1
+
+    def _never_started(self, error: BrokenProcessPool) -> None:
+        """The first pool of the run broke before it cut anything: workers that cannot start
+        (a main script that starts a run on import, with no ``if __name__ == "__main__"``
+        guard; a model folder without its tokenizer) rather than a document. The run cuts
+        everything itself from here, as it did before workers existed."""
+        log.warning("parse worker processes could not start (%s); this run parses in its own "
+                    "process. A script that starts runs must do so under `if __name__ == "
+                    "'__main__':`; set CITEWISE_PARSE_PROCESSES=0 to not try", error)
+        self.processes = 0
+        self._stop_pool()
+        self._unsent.clear()
+        for entry in self._waiting:
+            if entry.cut is None:
+                entry.future = None
+                entry.cut = self._cut_here(entry)
+
+    def _broken(self) -> None:
+        """The pool broke: every document it held, and not cut yet, is cut again alone."""
+        held = [e for e in self._waiting if e.cut is None and e.future is not None]
+        suspects = []
+        for entry in held:
+            if _cut_back(entry):
+                assert entry.future is not None
+                entry.cut = entry.future.result()  # finished before the break
+                self.worker_cuts += 1
+            else:
+                entry.future, entry.suspect = None, True
+                suspects.append(entry)
+        # They were handed out before any document still unsent: they go out first.
+        self._unsent.extendleft(reversed(suspects))
+        self._stop_pool()
+        self.restarts += 1
+        log.warning("a parse worker process died; %d documents it held are parsed again, one at "
+                    "a time", len(suspects))
+
+    def _stop_pool(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        self._flying = 0
+        self._alone = False
+
+    def _hand_out(self) -> None:
+        """Give unsent documents to the pool, in order, every one (so that the workers go on
+        while the run waits on its writes), but a suspect only alone: nothing else in flight,
+        nothing after it until it is cut."""
+        while self._unsent and not self._alone:
+            entry = self._unsent[0]
+            if entry.suspect and self._flying:
+                return
+            entry.future = self._workers().submit(_cut_in_worker, entry.doc_id, entry.doc,
+                                                  entry.unchanged_hash)
+            self._unsent.popleft()
+            self._flying += 1
+            self._alone = entry.suspect
+
+    def _cut_here(self, entry: _Waiting[Tag]) -> Cut:
+        return cut_document(self._chunkers, self._sparse, entry.doc_id, entry.doc,
+                            entry.unchanged_hash)
+
+    def _workers(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                self.processes, mp_context=multiprocessing.get_context("spawn"),
+                initializer=_start_worker,
+                initargs=(str(self._model_path), self._chunkers.max_tokens, self._sparse))
+            log.info("parsing with %d worker processes", self.processes)
+        return self._pool
+
