@@ -31,6 +31,8 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import threading
+import time
 import traceback
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -60,6 +62,8 @@ AUTO_MAX_PROCESSES = 4
 # How much lower than the run's process its workers run (``nice``): a tenth of the CPU share of a
 # normal process when both want the same core.
 WORKER_NICENESS = 10
+# How often a worker checks that the run's process is still there (``_end_with``).
+PARENT_CHECK_SECONDS = 1.0
 
 Tag = TypeVar("Tag")
 
@@ -130,8 +134,10 @@ _worker_chunkers: Chunkers | None = None
 _worker_sparse: Bm25Encoder | None = None
 
 
-def _start_worker(model_path: str, max_tokens: int, sparse: Bm25Encoder) -> None:
+def _start_worker(model_path: str, max_tokens: int, sparse: Bm25Encoder, parent: int) -> None:
     global _worker_chunkers, _worker_sparse
+    threading.Thread(target=_end_with, args=(parent,), name="citewise-parent-watch",
+                     daemon=True).start()
     # Background work: where the run shares the machine with requests (a server's own run),
     # they come first. The run's process paces itself (pacing.py); its workers give way to
     # anything at the normal priority instead, and still take every idle core.
@@ -144,6 +150,15 @@ def _start_worker(model_path: str, max_tokens: int, sparse: Bm25Encoder) -> None
     dense.tokenizer  # noqa: B018
     _worker_chunkers = Chunkers(dense.count_tokens, max_tokens, dense.count_tokens_many)
     _worker_sparse = sparse
+
+
+def _end_with(parent: int) -> None:
+    """End this worker once the run's process is gone. A killed run (the out-of-memory killer,
+    ``kill -9``, a crash) never closes the pool, and a worker waiting on its queue would wait
+    forever: it holds that queue's other end itself."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_SECONDS)
+    os._exit(0)
 
 
 def _cut_in_worker(doc_id: str, doc: SourceDocument, unchanged_hash: str | None) -> Cut:
@@ -346,7 +361,8 @@ class CutQueue(Generic[Tag]):
             self._pool = ProcessPoolExecutor(
                 self.processes, mp_context=multiprocessing.get_context("spawn"),
                 initializer=_start_worker,
-                initargs=(str(self._model_path), self._chunkers.max_tokens, self._sparse))
+                initargs=(str(self._model_path), self._chunkers.max_tokens, self._sparse,
+                          os.getpid()))
             log.info("parsing with %d worker processes", self.processes)
         return self._pool
 

@@ -206,3 +206,57 @@ def test_the_run_chooses_workers_by_where_the_model_runs(make_services, tmp_path
     # The packaged model computes on every core itself: nothing beside it.
     assert services.pipeline.parse_processes == 0
     assert 1 <= available_cores() <= (os.cpu_count() or 1)
+
+
+KILLED_RUN = """
+import os, signal, sys
+from citewise.index.dense import DenseEncoder
+from citewise.index.sparse import Bm25Encoder
+from citewise.ingest.chunking import Chunkers
+from citewise.ingest.cutting import CutQueue
+from citewise.types import SourceDocument
+
+if __name__ == "__main__":
+    dense = DenseEncoder()
+    chunkers = Chunkers(dense.count_tokens, 200, dense.count_tokens_many)
+    queue = CutQueue(chunkers, Bm25Encoder(), dense.model_path, processes=2, start_after=0)
+    for i in range(6):
+        queue.put(i, str(i), SourceDocument(f"{i}.md", "t", b"# T\\n\\nhello\\n", "text/markdown"))
+    queue.drain()
+    import psutil
+    print(" ".join(str(p.pid) for p in psutil.Process().children()
+                   if "spawn_main" in " ".join(p.cmdline())), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)  # as the out-of-memory killer would
+"""
+
+
+def running(pid: int) -> bool:
+    """Alive, not merely a zombie waiting for whoever adopted it to reap it."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_workers_end_when_the_run_is_killed(tmp_path):
+    """A run killed outright never closes its pool; its workers must not live on."""
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "killed_run.py"
+    script.write_text(KILLED_RUN)
+    # Output to files, not pipes: workers that lived on would hold a pipe open.
+    with (tmp_path / "out").open("w") as out, (tmp_path / "err").open("w") as err:
+        returncode = subprocess.run([sys.executable, str(script)], stdout=out, stderr=err,
+                                    timeout=120).returncode
+    assert returncode == -9, (tmp_path / "err").read_text()
+    pids = [int(p) for p in (tmp_path / "out").read_text().split()]
+    assert len(pids) == 2
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(running(p) for p in pids):
+        time.sleep(0.2)
+    alive = [p for p in pids if running(p)]
+    for pid in alive:  # do not leave them behind if the test fails
+        psutil.Process(pid).kill()
+    assert not alive, "parse workers outlived the killed run"
