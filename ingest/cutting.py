@@ -16,9 +16,14 @@ What the queue promises the pipeline:
   while the run waits on its embedding and writing stages, the workers go on cutting the next
   window's documents (an embedding window is ~200 documents of the shared corpora).
 - **No document lost to a dying worker.** A worker that dies (a parser crashing on odd input,
-  the kernel's out-of-memory killer) breaks the whole pool: every document it held is cut again
-  in a new pool, one at a time, so a document that kills a worker again fails alone, with an
-  error that says so, and the run goes on.
+  the kernel's out-of-memory killer) breaks the whole pool: every document that may have been
+  with a worker is cut again in a new pool, one at a time, so a document that kills a worker
+  by itself fails, with an error that says so, and the run goes on. A new pool after a break
+  first cuts a probe: if even that fails, workers cannot start here (a main script without
+  its ``__main__`` guard) and the run cuts the rest itself. A killed run's workers end
+  themselves (``_end_with``); Ctrl-C is left to the run's process.
+- **Marks.** ``mark`` queues a tag with no document (a sync checkpoint): it comes back in its
+  place, so the workers go on cutting past it while it waits for the documents before it.
 - **Small runs cost nothing.** The pool starts only once ``start_after`` documents have asked to
   be cut in this run (a nightly run that changed three pages cuts them itself; a document whose
   bytes are those indexed never asks), and workers are spawned, not forked: a server's threads
@@ -31,10 +36,12 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import signal
 import threading
 import time
 import traceback
 from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -59,6 +66,8 @@ log = logging.getLogger("citewise.ingest")
 # Most worker processes a run starts by itself: past a few, the run's own process (reading,
 # embedding requests, writes) is the limit again.
 AUTO_MAX_PROCESSES = 4
+# Documents a run cuts itself before it starts workers (``CutQueue``'s ``start_after``).
+PARSE_START_AFTER = 16
 # How much lower than the run's process its workers run (``nice``): a tenth of the CPU share of a
 # normal process when both want the same core.
 WORKER_NICENESS = 10
@@ -122,11 +131,19 @@ def cut_document(chunkers: Chunkers, sparse: Bm25Encoder, doc_id: str, doc: Sour
 
 
 def available_cores() -> int:
-    """The cores this process may run on (a container's CPU set, not the host's count)."""
+    """The cores this process may use: its CPU set, and no more than a cgroup's CPU quota (a
+    container limited to one CPU on a 16-core node has one)."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    try:  # cgroup v2: "<quota> <period>", or "max <period>"
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, -(-int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass
+    return cores
 
 
 # The chunkers and BM25 encoder of a worker process, set once by ``_start_worker``.
@@ -138,6 +155,9 @@ def _start_worker(model_path: str, max_tokens: int, sparse: Bm25Encoder, parent:
     global _worker_chunkers, _worker_sparse
     threading.Thread(target=_end_with, args=(parent,), name="citewise-parent-watch",
                      daemon=True).start()
+    # Ctrl-C is for the run's process, which stops the workers itself once it has taken the
+    # cuts they owe (they would otherwise die mid-cut and print a traceback each).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Background work: where the run shares the machine with requests (a server's own run),
     # they come first. The run's process paces itself (pacing.py); its workers give way to
     # anything at the normal priority instead, and still take every idle core.
@@ -167,6 +187,12 @@ def _cut_in_worker(doc_id: str, doc: SourceDocument, unchanged_hash: str | None)
     return cut_document(_worker_chunkers, _worker_sparse, doc_id, doc, unchanged_hash)
 
 
+# What a new pool is asked first after one broke with nothing cut: do workers start at all?
+_PROBE = SourceDocument("citewise-probe", "Probe", b"# Probe\n\nA worker can cut this.\n",
+                        "text/markdown")
+PROBE_TIMEOUT = 60.0
+
+
 def _cut_back(entry: _Waiting[Any]) -> bool:
     """Whether a worker sent this document's cut back."""
     f = entry.future
@@ -176,22 +202,36 @@ def _cut_back(entry: _Waiting[Any]) -> bool:
 @dataclass
 class _Waiting(Generic[Tag]):
     tag: Tag
-    doc_id: str
-    doc: SourceDocument
-    unchanged_hash: str | None
+    doc_id: str = ""
+    doc: SourceDocument | None = None  # None for a mark (``CutQueue.mark``)
+    unchanged_hash: str | None = None
     future: Future[Cut] | None = None
     cut: Cut | None = None
-    # It was in a pool that broke: cut again alone, so that it fails only if it breaks one.
+    # It was with a worker when its pool broke: cut again alone, so that it fails only if it
+    # breaks a pool by itself.
     suspect: bool = False
+
+    @property
+    def size(self) -> int:
+        return len(self.doc.content) if self.doc is not None else 0
+
+
+# The cut of a mark: nothing to cut, it only holds its place in the order.
+_MARK = Cut()
 
 
 class CutQueue(Generic[Tag]):
     """Documents in, cuts out, in the order put; cut in ``processes`` worker processes, or
     here when ``processes`` is 0. ``tag`` travels with each document and comes back with its
-    cut (the pipeline's own record of the document; it never crosses to a worker)."""
+    cut (the pipeline's own record of the document; it never crosses to a worker).
+
+    ``put``, ``mark`` and ``drain`` return iterators of the cuts ready, oldest first: each is
+    taken off the queue as the caller reaches it, so a caller interrupted while it waits for
+    one (Ctrl-C) has handled every cut before it, and the rest stay queued for the next call.
+    """
 
     def __init__(self, chunkers: Chunkers, sparse: Bm25Encoder, model_path: Path, *,
-                 processes: int, start_after: int = 16, max_waiting: int = 512,
+                 processes: int, start_after: int = PARSE_START_AFTER, max_waiting: int = 512,
                  max_waiting_bytes: int = 64 * 2**20) -> None:
         self._chunkers = chunkers
         self._sparse = sparse
@@ -201,8 +241,8 @@ class CutQueue(Generic[Tag]):
         self._max_waiting = max(max_waiting, 1)
         self._max_waiting_bytes = max_waiting_bytes
         self._waiting_bytes = 0  # content of the documents waiting
-        self._waiting: deque[_Waiting[Tag]] = deque()  # every document not taken, in order
-        self._unsent: deque[_Waiting[Tag]] = deque()  # those not handed to a worker yet
+        self._waiting: deque[_Waiting[Tag]] = deque()  # every entry not taken, in order
+        self._unsent: deque[_Waiting[Tag]] = deque()  # documents not handed to a worker yet
         self._flying = 0  # handed to a worker and not settled
         self._alone = False  # a suspect is in flight: nothing else goes out meanwhile
         self._pool: ProcessPoolExecutor | None = None
@@ -211,9 +251,9 @@ class CutQueue(Generic[Tag]):
         self.restarts = 0  # pools that broke and were started again
 
     def put(self, tag: Tag, doc_id: str, doc: SourceDocument,
-            unchanged_hash: str | None = None) -> list[tuple[Tag, Cut]]:
-        """Queue a document (``cut_document``'s arguments); return the cuts that are ready
-        now, oldest first (waiting for the oldest when too many documents wait)."""
+            unchanged_hash: str | None = None) -> Iterator[tuple[Tag, Cut]]:
+        """Queue a document (``cut_document``'s arguments) now; the cuts that are ready,
+        oldest first, waiting for the oldest while too many documents wait."""
         entry = _Waiting(tag, doc_id, doc, unchanged_hash)
         if unchanged_hash is not None and doc.content_hash == unchanged_hash:
             # The bytes are those indexed, which were redacted already (redaction leaves its
@@ -227,113 +267,124 @@ class CutQueue(Generic[Tag]):
             self._asked += 1
             self._unsent.append(entry)
         self._waiting.append(entry)
+        self._waiting_bytes += entry.size
         self._hand_out()
-        self._waiting_bytes += len(doc.content)
-        return self._take(block=len(self._waiting) > self._max_waiting
-                          or self._waiting_bytes > self._max_waiting_bytes)
+        return self._take(full=True)
 
-    def drain(self) -> list[tuple[Tag, Cut]]:
-        """Every cut still owed, in order (waiting for them)."""
-        done: list[tuple[Tag, Cut]] = []
-        while self._waiting:
-            done += self._take(block=True)
-        return done
+    def mark(self, tag: Tag) -> Iterator[tuple[Tag, Cut]]:
+        """Queue a mark now: ``tag`` comes back once every document put before it has, with
+        an empty cut (a sync checkpoint: the documents before it go on being cut meanwhile)."""
+        self._waiting.append(_Waiting(tag, cut=_MARK))
+        return self._take(full=False)
+
+    def drain(self) -> Iterator[tuple[Tag, Cut]]:
+        """Every cut still owed, in order (waiting for each)."""
+        return self._take(full=False, every=True)
 
     def close(self) -> None:
         """Stop the workers; documents not taken yet are dropped (the run is ending)."""
         self._waiting.clear()
         self._unsent.clear()
-        self._waiting_bytes = self._flying = 0
-        self._alone = False
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        self._waiting_bytes = 0
+        self._stop_pool(wait=True)
 
-    def _take(self, *, block: bool) -> list[tuple[Tag, Cut]]:
-        """The ready cuts at the head of the queue; with ``block``, at least the oldest one."""
-        done: list[tuple[Tag, Cut]] = []
+    def _take(self, *, full: bool, every: bool = False) -> Iterator[tuple[Tag, Cut]]:
+        """The cuts at the head of the queue that are ready; waiting for the head while the
+        queue is over its bounds (``full``), or for every one (``every``)."""
         while self._waiting:
             head = self._waiting[0]
             if head.cut is None:
-                if not block and (head.future is None or not head.future.done()):
-                    break
+                over = full and (len(self._waiting) > self._max_waiting
+                                 or self._waiting_bytes > self._max_waiting_bytes)
+                if not (every or over) and not (head.future is not None and head.future.done()):
+                    return
                 self._settle(head)
             assert head.cut is not None
             self._waiting.popleft()
-            self._waiting_bytes -= len(head.doc.content)
-            done.append((head.tag, head.cut))
-            block = False
+            self._waiting_bytes -= head.size
             self._hand_out()
-        return done
+            yield head.tag, head.cut
 
     def _settle(self, head: _Waiting[Tag]) -> None:
         """Wait for the oldest document's cut, starting pools again as workers die."""
-        while head.cut is None:
+        while True:
             self._hand_out()
-            assert head.future is not None  # the oldest is always handed out
+            if head.cut is not None:  # cut here (workers cannot start), or blamed for a break
+                return
+            assert head.future is not None  # the oldest unsent one always goes out
             try:
-                head.cut = head.future.result()
-                self._settled(head)
-            except BrokenProcessPool as e:
-                if not self.worker_cuts and not any(_cut_back(w) for w in self._waiting):
-                    self._never_started(e)
-                    continue
-                if head.suspect:  # it was alone in the pool: it is the one that broke it
-                    head.cut = Cut(error="parsing this document ended the worker process "
-                                         "that parsed it (a crash in a parser, or out of "
-                                         "memory); it was tried again alone and ended it again")
-                    log.error("%s: %s", head.doc.external_id, head.cut.error)
-                self._broken()
+                cut = head.future.result()
+            except BrokenProcessPool:
+                self._pool_broke()
+                continue
             except Exception as e:  # a cut that could not be sent back (pickling): the document's
-                head.cut = Cut(error=f"{type(e).__name__}: {e}",
-                               unexpected=traceback.format_exc())
-                self._settled(head)
-
-    def _settled(self, entry: _Waiting[Tag]) -> None:
-        """A worker's answer for ``entry`` was read: it no longer holds a place in flight."""
-        self._flying -= 1
-        if entry.suspect:
+                cut = Cut(error=f"{type(e).__name__}: {e}", unexpected=traceback.format_exc())
+            head.cut = cut
+            self._flying -= 1
             self._alone = False
-        self.worker_cuts += 1
+            self.worker_cuts += 1
+            return
 
-    def _never_started(self, error: BrokenProcessPool) -> None:
-        """The first pool of the run broke before it cut anything: workers that cannot start
-        (a main script that starts a run on import, with no ``if __name__ == "__main__"``
-        guard; a model folder without its tokenizer) rather than a document. The run cuts
-        everything itself from here, as it did before workers existed."""
-        log.warning("parse worker processes could not start (%s); this run parses in its own "
-                    "process. A script that starts runs must do so under `if __name__ == "
-                    "'__main__':`; set CITEWISE_PARSE_PROCESSES=0 to not try", error)
+    def _pool_broke(self) -> None:
+        """A worker died, which breaks the whole pool. What it held is cut again alone; a
+        suspect that was alone is the one that broke it, and fails. If a new pool cannot cut
+        even a probe, workers cannot start here at all: the run cuts the rest itself."""
+        held = [e for e in self._waiting if e.cut is None and e.future is not None]
+        lone = held[0] if self._alone and len(held) == 1 else None
+        # The pool passes work to its workers in the order submitted, at most one more than
+        # it has workers: only the first ones not finished can have been with a worker.
+        with_a_worker = self.processes + 1
+        requeue = []
+        for entry in held:
+            if _cut_back(entry):
+                assert entry.future is not None
+                entry.cut = entry.future.result()  # finished before the break
+                self.worker_cuts += 1
+                continue
+            entry.future = None
+            if with_a_worker > 0:
+                entry.suspect, with_a_worker = True, with_a_worker - 1
+            requeue.append(entry)
+        self._stop_pool(wait=False)
+        self.restarts += 1
+        if not self._probe():
+            self._cut_the_rest_here()
+            return
+        if lone is not None:
+            lone.cut = Cut(error="parsing this document ended the worker process that parsed "
+                                 "it (a crash in a parser, or out of memory); it was tried "
+                                 "again alone and ended it again")
+            requeue.remove(lone)
+        # They went out before any document still unsent: they go out first again.
+        self._unsent.extendleft(reversed(requeue))
+        log.warning("a parse worker process died; %d documents that may have been with it are "
+                    "parsed again, one at a time", sum(1 for e in requeue if e.suspect))
+
+    def _probe(self) -> bool:
+        """Whether a new pool's worker starts and cuts a document (the pool is kept if so)."""
+        try:
+            self._workers().submit(_cut_in_worker, "probe", _PROBE, None).result(PROBE_TIMEOUT)
+        except (BrokenProcessPool, TimeoutError) as e:
+            log.warning("parse worker processes could not start (%s); this run parses in its "
+                        "own process. A script that starts runs must do so under `if __name__ "
+                        "== '__main__':`; set CITEWISE_PARSE_PROCESSES=0 to not try",
+                        str(e) or type(e).__name__)
+            self._stop_pool(wait=False)
+            return False
+        return True
+
+    def _cut_the_rest_here(self) -> None:
+        """Workers cannot start: every document still owed is cut in this process."""
         self.processes = 0
-        self._stop_pool()
         self._unsent.clear()
         for entry in self._waiting:
             if entry.cut is None:
                 entry.future = None
                 entry.cut = self._cut_here(entry)
 
-    def _broken(self) -> None:
-        """The pool broke: every document it held, and not cut yet, is cut again alone."""
-        held = [e for e in self._waiting if e.cut is None and e.future is not None]
-        suspects = []
-        for entry in held:
-            if _cut_back(entry):
-                assert entry.future is not None
-                entry.cut = entry.future.result()  # finished before the break
-                self.worker_cuts += 1
-            else:
-                entry.future, entry.suspect = None, True
-                suspects.append(entry)
-        # They were handed out before any document still unsent: they go out first.
-        self._unsent.extendleft(reversed(suspects))
-        self._stop_pool()
-        self.restarts += 1
-        log.warning("a parse worker process died; %d documents it held are parsed again, one at "
-                    "a time", len(suspects))
-
-    def _stop_pool(self) -> None:
+    def _stop_pool(self, *, wait: bool) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown(wait=wait, cancel_futures=True)
             self._pool = None
         self._flying = 0
         self._alone = False
@@ -346,13 +397,19 @@ class CutQueue(Generic[Tag]):
             entry = self._unsent[0]
             if entry.suspect and self._flying:
                 return
-            entry.future = self._workers().submit(_cut_in_worker, entry.doc_id, entry.doc,
-                                                  entry.unchanged_hash)
+            assert entry.doc is not None
+            try:
+                entry.future = self._workers().submit(_cut_in_worker, entry.doc_id, entry.doc,
+                                                      entry.unchanged_hash)
+            except BrokenProcessPool:  # a worker died since the last submit
+                self._pool_broke()
+                continue
             self._unsent.popleft()
             self._flying += 1
             self._alone = entry.suspect
 
     def _cut_here(self, entry: _Waiting[Tag]) -> Cut:
+        assert entry.doc is not None
         return cut_document(self._chunkers, self._sparse, entry.doc_id, entry.doc,
                             entry.unchanged_hash)
 
@@ -365,4 +422,3 @@ class CutQueue(Generic[Tag]):
                           os.getpid()))
             log.info("parsing with %d worker processes", self.processes)
         return self._pool
-

@@ -38,7 +38,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC
 from pathlib import Path
@@ -70,7 +70,13 @@ from citewise.index.sparse import Bm25Encoder
 from citewise.index.vector_index import ChunkPoint, SparseVector, VectorIndex
 from citewise.ingest.chunking import Chunkers
 from citewise.ingest.consistency import check, reconcile
-from citewise.ingest.cutting import AUTO_MAX_PROCESSES, Cut, CutQueue, available_cores
+from citewise.ingest.cutting import (
+    AUTO_MAX_PROCESSES,
+    PARSE_START_AFTER,
+    Cut,
+    CutQueue,
+    available_cores,
+)
 from citewise.ingest.overlap import Inline, Writer
 from citewise.ingest.pacing import Pacer
 from citewise.ingest.progress import ProgressSink, SilentProgress
@@ -136,6 +142,13 @@ class _Admitted:
 
 
 @dataclass
+class _Checkpoint:
+    """A sync checkpoint's save, waiting in the cut queue for the documents read before it."""
+
+    task: Callable[[], None]
+
+
+@dataclass
 class _Prepared:
     doc: SourceDocument
     doc_id: str
@@ -186,6 +199,9 @@ class IngestPipeline:
         # Worker processes that parse and chunk beside the run (cutting.py); None = chosen by
         # the embedding model (``parse_processes``).
         self._parse_processes = parse_processes
+        # Documents a run cuts itself before it starts its workers (cutting.py: small runs
+        # never pay for starting them).
+        self.parse_start_after = PARSE_START_AFTER
         # Pauses a run while the same process answers requests (pacing.py).
         self.pacer = pacer or Pacer()
         self._failing = threading.Lock()
@@ -262,8 +278,9 @@ class IngestPipeline:
         # and chunking go to worker processes when there are cores to spare (cutting.py);
         # their cuts come back in the order the documents were read.
         embedder, storer = self._stages()
-        cutter: CutQueue[_Admitted] = CutQueue(self.chunkers, self.sparse, self.dense.model_path,
-                                               processes=self.parse_processes)
+        cutter: CutQueue[_Admitted | _Checkpoint] = CutQueue(
+            self.chunkers, self.sparse, self.dense.model_path, processes=self.parse_processes,
+            start_after=self.parse_start_after)
         self.pacer.begin()
         # Documents read and parsed, waiting until their chunks fill a window (EMBED_WINDOW).
         window: list[_Prepared] = []
@@ -283,10 +300,17 @@ class IngestPipeline:
             if window_chunks >= self.embed_window:
                 flush()
 
-        def take(cuts: list[tuple[_Admitted, Cut]]) -> None:
-            """Documents whose cuts came back (in the order read) join the window."""
+        def take(cuts: Iterable[tuple[_Admitted | _Checkpoint, Cut]]) -> None:
+            """Documents whose cuts came back (in the order read) join the window; a
+            checkpoint's turn closes it and follows its writes."""
             nonlocal window_docs, window_chunks
             for admitted, cut in cuts:
+                if isinstance(admitted, _Checkpoint):
+                    # Every document before it is in the window: the window goes first, or
+                    # the checkpoint would pass documents not yet written.
+                    flush()
+                    embedder.submit(functools.partial(storer.submit, admitted.task))
+                    continue
                 window_docs += 1
                 item = self._prepared(source, admitted, cut, report)
                 if item is None:
@@ -320,11 +344,9 @@ class IngestPipeline:
             embedder.submit(embed)
 
         def after_writes(task: Callable[[], None]) -> None:
-            """Run ``task`` once every document given so far is written (a sync checkpoint:
-            the window goes first, or the checkpoint would pass documents not yet written)."""
-            take(cutter.drain())
-            flush()
-            embedder.submit(lambda: storer.submit(task))
+            """Run ``task`` once every document given so far is written (a sync checkpoint).
+            It waits its turn behind their cuts, so the workers go on cutting past it."""
+            take(cutter.mark(_Checkpoint(task)))
 
         def drain() -> None:
             take(cutter.drain())
@@ -332,12 +354,22 @@ class IngestPipeline:
             embedder.drain()
             storer.drain()
 
+        closed = False
+
         def close() -> None:
             # A run that fails or is interrupted still writes what it had read, as when each
             # batch was written before the next was read; an error of the writers themselves
-            # is already on its way up.
+            # is already on its way up. Cuts still owed are waited for (the workers ignore
+            # Ctrl-C); those taken before an error or a second Ctrl-C are written anyway.
+            nonlocal closed
+            if closed:
+                return
+            closed = True
             try:
                 take(cutter.drain())
+            except BaseException:
+                log.debug("documents whose cuts had not come back dropped", exc_info=True)
+            try:
                 flush()
             except BaseException:
                 log.debug("documents of an unwritten window dropped", exc_info=True)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import textwrap
+import time
 
 import psutil
 import pytest
@@ -113,11 +115,19 @@ def test_workers_cut_as_the_run_does_and_hand_cuts_back_in_order(chunkers, dense
                    if p.pid not in before and "spawn_main" in " ".join(p.cmdline())]
         assert len(workers) == 2
         assert {p.nice() for p in workers} == {min(19, os.nice(0) + WORKER_NICENESS)}
+        # Ctrl-C reaches the whole process group; the workers leave it to the run.
+        for worker in workers:
+            worker.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        more = list(queue.put(40, "doc-40", documents(41)[40])) + list(queue.drain())
+        assert [tag for tag, _ in more] == [40] and more[0][1].chunks
+        assert queue.restarts == 0 and all(w.is_running() for w in workers)
     finally:
         queue.close()
     assert [tag for tag, _ in out] == list(range(40))
-    # The first three were cut here, before the pool started; 30 and up needed no cut.
-    assert queue.worker_cuts == 27
+    # The first three were cut here, before the pool started; 30 and up needed no cut; and
+    # document 40 came after the Ctrl-C.
+    assert queue.worker_cuts == 28
     for (i, cut), doc in zip(out, docs, strict=True):
         here = cut_document(chunkers, SPARSE, f"doc-{i}", doc, known.get(i))
         assert cut.error is None and cut.doc == here.doc
@@ -135,8 +145,25 @@ def test_a_dying_worker_loses_no_document_and_only_its_killer_fails(chunkers, de
     docs[10] = EndsTheWorker(**vars(docs[10]))
     queue: CutQueue[int] = CutQueue(chunkers, SPARSE, dense.model_path, processes=1,
                                     start_after=2)
+    before = {p.pid for p in psutil.Process().children()}
+    out = []
     with caplog.at_level(logging.WARNING, logger="citewise.ingest"):
-        out = run_queue(queue, docs)
+        try:
+            for i, doc in enumerate(docs):
+                out += queue.put(i, f"doc-{i}", doc)
+                if i == 10:
+                    # The worker dies when it reaches it: the next documents are put into a
+                    # pool that is already broken (where submitting raises).
+                    worker = [p for p in psutil.Process().children() if p.pid not in before
+                              and "spawn_main" in " ".join(p.cmdline())]
+                    assert len(worker) == 1
+                    deadline = time.monotonic() + 60
+                    while running(worker[0].pid) and time.monotonic() < deadline:
+                        time.sleep(0.1)
+                    time.sleep(1)  # for the pool to notice
+            out += queue.drain()
+        finally:
+            queue.close()
     assert [tag for tag, _ in out] == list(range(24))
     failed = {i: cut.error for i, cut in out if cut.error}
     assert list(failed) == [10]
@@ -260,3 +287,24 @@ def test_workers_end_when_the_run_is_killed(tmp_path):
     for pid in alive:  # do not leave them behind if the test fails
         psutil.Process(pid).kill()
     assert not alive, "parse workers outlived the killed run"
+
+
+def test_marks_come_back_in_their_place_while_workers_cut_past_them(chunkers, dense):
+    queue: CutQueue[str] = CutQueue(chunkers, SPARSE, dense.model_path, processes=2,
+                                    start_after=0)
+    order = []
+    try:
+        for i, doc in enumerate(documents(30)):
+            order += [tag for tag, _ in queue.put(f"doc-{i}", f"doc-{i}", doc)]
+            if i % 10 == 9:
+                order += [tag for tag, _ in queue.mark(f"checkpoint after {i}")]
+        order += [tag for tag, _ in queue.drain()]
+    finally:
+        queue.close()
+    expected = []
+    for i in range(30):
+        expected.append(f"doc-{i}")
+        if i % 10 == 9:
+            expected.append(f"checkpoint after {i}")
+    assert order == expected
+    assert queue.worker_cuts == 30

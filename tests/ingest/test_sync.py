@@ -161,6 +161,29 @@ def test_an_interrupted_run_resumes_after_its_last_written_batch(make_services):
     assert services.sources.get_source("wiki").state["checkpoint"] is None
 
 
+def test_through_parse_workers_a_checkpoint_waits_for_the_documents_before_it(make_services):
+    """Workers cut past a checkpoint (it waits its turn in the cut queue); it is saved only once
+    the documents before it are written, and an interrupted run resumes after them."""
+    services = make_services(parse_processes=2)
+    services.pipeline.parse_start_after = 0
+    services.pipeline.embed_window = 16
+    source = ChangingSource()
+    for i in range(40):
+        source.put(f"page-{i:02d}", page(f"component {i}"))
+    source.crash_after_batches = 5
+    with pytest.raises(KeyboardInterrupt):
+        run(services, source, batch_size=4)
+    assert len(services.catalog.documents_of_source("wiki")) == 20
+    state = services.sources.get_source("wiki").state
+    assert state["checkpoint"] == {"after": 20}
+
+    source.crash_after_batches = None
+    report = run(services, source, batch_size=4)
+    assert report.counts.seen == 20 and report.counts.added == 20, report.summary()
+    assert len(services.catalog.documents_of_source("wiki")) == 40
+    assert services.sources.get_source("wiki").state["checkpoint"] is None
+
+
 def test_a_failed_listing_keeps_everything_and_the_old_state(make_services):
     services = make_services()
     source = ChangingSource()
