@@ -21,7 +21,8 @@ What the queue promises the pipeline:
   by itself fails, with an error that says so, and the run goes on. A new pool after a break
   first cuts a probe: if even that fails, workers cannot start here (a main script without
   its ``__main__`` guard) and the run cuts the rest itself. A killed run's workers end
-  themselves (``_end_with``); Ctrl-C is left to the run's process.
+  themselves (``_end_with``); Ctrl-C is left to the run's process (workers ignore it once
+  started).
 - **Marks.** ``mark`` queues a tag with no document (a sync checkpoint): it comes back in its
   place, so the workers go on cutting past it while it waits for the documents before it.
 - **Small runs cost nothing.** The pool starts only once ``start_after`` documents have asked to
@@ -137,13 +138,45 @@ def available_cores() -> int:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
-    try:  # cgroup v2: "<quota> <period>", or "max <period>"
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
-        if quota != "max":
-            cores = min(cores, max(1, -(-int(quota) // int(period))))
-    except (OSError, ValueError):
-        pass
-    return cores
+    quota = _cpu_quota()
+    return cores if quota is None else max(1, min(cores, quota))
+
+
+def _cpu_quota() -> int | None:
+    """Whole CPUs the cgroup quotas allow this process (rounded up), the tightest of its own
+    cgroup's and its parents' (cgroup v2, a systemd ``CPUQuota=`` included), or cgroup v1's
+    ``cpu.cfs_quota_us``; None when none applies or none can be read."""
+    limits: list[int] = []
+    root = Path("/sys/fs/cgroup")
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # cgroup v2: "0::/system.slice/citewise.service"
+            folder = root / path.lstrip("/")
+            while True:
+                try:
+                    quota, period = (folder / "cpu.max").read_text().split()[:2]
+                    if quota != "max":
+                        limits.append(-(-int(quota) // int(period)))
+                except (OSError, ValueError):
+                    pass
+                if folder == root or root not in folder.parents:
+                    break
+                folder = folder.parent
+        elif "cpu" in controllers.split(","):  # cgroup v1
+            for base in (root / "cpu", root / "cpu,cpuacct"):
+                try:
+                    quota_us = int((base / "cpu.cfs_quota_us").read_text())
+                    period_us = int((base / "cpu.cfs_period_us").read_text())
+                except (OSError, ValueError):
+                    continue
+                if quota_us > 0 and period_us > 0:
+                    limits.append(-(-quota_us // period_us))
+                break
+    return min(limits) if limits else None
 
 
 # The chunkers and BM25 encoder of a worker process, set once by ``_start_worker``.
@@ -292,6 +325,9 @@ class CutQueue(Generic[Tag]):
         """The cuts at the head of the queue that are ready; waiting for the head while the
         queue is over its bounds (``full``), or for every one (``every``)."""
         while self._waiting:
+            # Before the head is taken off, not between that and handing it back: whatever
+            # interrupts this (a pool starting again, Ctrl-C) leaves the head in the queue.
+            self._hand_out()
             head = self._waiting[0]
             if head.cut is None:
                 over = full and (len(self._waiting) > self._max_waiting
@@ -302,7 +338,6 @@ class CutQueue(Generic[Tag]):
             assert head.cut is not None
             self._waiting.popleft()
             self._waiting_bytes -= head.size
-            self._hand_out()
             yield head.tag, head.cut
 
     def _settle(self, head: _Waiting[Tag]) -> None:
@@ -311,7 +346,15 @@ class CutQueue(Generic[Tag]):
             self._hand_out()
             if head.cut is not None:  # cut here (workers cannot start), or blamed for a break
                 return
-            assert head.future is not None  # the oldest unsent one always goes out
+            if head.future is None:
+                # Out of the queue: handling a break was interrupted (Ctrl-C) after it took
+                # the document back. It goes first again, and nothing is thought in flight.
+                if head not in self._unsent:
+                    self._unsent.appendleft(head)
+                head.suspect = self._alone = False  # it goes out now, whatever else flies
+                self._flying = sum(1 for e in self._waiting
+                                   if e.cut is None and e.future is not None)
+                continue
             try:
                 cut = head.future.result()
             except BrokenProcessPool:
@@ -340,11 +383,15 @@ class CutQueue(Generic[Tag]):
                 assert entry.future is not None
                 entry.cut = entry.future.result()  # finished before the break
                 self.worker_cuts += 1
-                continue
+            else:
+                requeue.append(entry)
+        # Taken back and queued again in one step (an interruption between the two would
+        # leave them nowhere; ``_settle`` finds such a head and queues it again anyway).
+        for entry in requeue:
             entry.future = None
             if with_a_worker > 0:
                 entry.suspect, with_a_worker = True, with_a_worker - 1
-            requeue.append(entry)
+        self._unsent.extendleft(reversed(requeue))
         self._stop_pool(wait=False)
         self.restarts += 1
         if not self._probe():
@@ -354,9 +401,8 @@ class CutQueue(Generic[Tag]):
             lone.cut = Cut(error="parsing this document ended the worker process that parsed "
                                  "it (a crash in a parser, or out of memory); it was tried "
                                  "again alone and ended it again")
+            self._unsent.remove(lone)
             requeue.remove(lone)
-        # They went out before any document still unsent: they go out first again.
-        self._unsent.extendleft(reversed(requeue))
         log.warning("a parse worker process died; %d documents that may have been with it are "
                     "parsed again, one at a time", sum(1 for e in requeue if e.suspect))
 

@@ -300,12 +300,16 @@ class IngestPipeline:
             if window_chunks >= self.embed_window:
                 flush()
 
-        def take(cuts: Iterable[tuple[_Admitted | _Checkpoint, Cut]]) -> None:
+        def take(cuts: Iterable[tuple[_Admitted | _Checkpoint, Cut]], *,
+                 checkpoints: bool = True) -> None:
             """Documents whose cuts came back (in the order read) join the window; a
-            checkpoint's turn closes it and follows its writes."""
+            checkpoint's turn closes it and follows its writes (``checkpoints``: not while a
+            run is closing after an error, when documents before it may have been lost)."""
             nonlocal window_docs, window_chunks
             for admitted, cut in cuts:
                 if isinstance(admitted, _Checkpoint):
+                    if not checkpoints:
+                        continue
                     # Every document before it is in the window: the window goes first, or
                     # the checkpoint would pass documents not yet written.
                     flush()
@@ -366,7 +370,10 @@ class IngestPipeline:
                 return
             closed = True
             try:
-                take(cutter.drain())
+                # No checkpoint is saved from here: whatever interrupted the run may have
+                # dropped documents read before one (a window whose hand-off to the embedder
+                # was interrupted), and a resumed run must read them again.
+                take(cutter.drain(), checkpoints=False)
             except BaseException:
                 log.debug("documents whose cuts had not come back dropped", exc_info=True)
             try:

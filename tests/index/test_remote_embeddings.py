@@ -168,3 +168,42 @@ def test_with_a_remote_model_a_run_parses_in_worker_processes(tmp_path, endpoint
         assert hits[0].path == "runbooks/svc-17.md"
     finally:
         services.close()
+
+
+def test_an_interrupted_sync_through_workers_resumes_with_nothing_skipped(tmp_path, endpoint,
+                                                                          caplog):
+    """Embedding and writing on threads of their own, cutting in workers, checkpoints waiting
+    in the cut queue: a run interrupted mid-way has saved no checkpoint past a document it did
+    not write, and the next run brings the rest."""
+    import logging
+
+    from citewise.ingest.cutting import available_cores
+    from tests.ingest.test_sync import ChangingSource, page
+
+    services = build_services(remote_settings(tmp_path, endpoint))
+    try:
+        services.pipeline.parse_start_after = 0
+        services.pipeline.embed_window = 16
+        source = ChangingSource()
+        for i in range(60):
+            source.put(f"page-{i:02d}", page(f"component {i}"))  # page-i is revision i + 1
+        source.crash_after_batches = 8
+        with caplog.at_level(logging.INFO, logger="citewise.ingest"), \
+                pytest.raises(KeyboardInterrupt):
+            services.pipeline.run("wiki", "changing", source, batch_size=4)
+        if available_cores() >= 2:
+            assert "worker processes" in caplog.text
+        written = set(services.catalog.documents_of_source("wiki"))
+        checkpoint = services.sources.get_source("wiki").state.get("checkpoint") or {}
+        after = int(checkpoint.get("after", 0))
+        assert after <= 32
+        assert {f"page-{i:02d}" for i in range(after)} <= written
+
+        source.crash_after_batches = None
+        report = services.pipeline.run("wiki", "changing", source, batch_size=4)
+        assert report.status == "succeeded", report.summary()
+        assert report.counts.seen == 60 - after
+        assert set(services.catalog.documents_of_source("wiki")) == \
+            {f"page-{i:02d}" for i in range(60)}
+    finally:
+        services.close()
