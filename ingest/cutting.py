@@ -395,6 +395,15 @@ class CutQueue(Generic[Tag]):
         self._stop_pool(wait=False)
         self.restarts += 1
         if not self._probe():
+            if self.worker_cuts:
+                # Workers did start, then one died and none starts now (out of memory?):
+                # whatever may have killed it is not tried in the run's own process, where it
+                # would take the run down. It fails, and the next run reads it again.
+                for entry in requeue:
+                    if entry.suspect:
+                        entry.cut = Cut(error="a parse worker died while this document may have "
+                                              "been with it, and no new worker could start to "
+                                              "try it alone; the next run tries it again")
             self._cut_the_rest_here()
             return
         if lone is not None:

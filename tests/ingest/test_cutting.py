@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import textwrap
 import time
@@ -174,6 +175,41 @@ def test_a_dying_worker_loses_no_document_and_only_its_killer_fails(chunkers, de
     # It broke the pool it shared, then the one it had to itself.
     assert queue.restarts == 2
     assert "parse worker process died" in caplog.text
+
+
+def test_when_no_worker_starts_after_one_died_the_suspects_fail_and_the_rest_is_cut_here(
+        chunkers, dense, tmp_path, caplog):
+    """Workers ran, one died on a document, and new ones cannot start (here: the tokenizer
+    they read is gone). The documents that may have killed it are not tried in the run's own
+    process, where a crash would end the run: they fail, to be read again next run; the others
+    are cut here."""
+    model = tmp_path / "model"
+    model.mkdir()
+    shutil.copy(dense.model_path / "tokenizer.json", model / "tokenizer.json")
+    docs = documents(16)
+    docs[8] = EndsTheWorker(**vars(docs[8]))
+    queue: CutQueue[int] = CutQueue(chunkers, SPARSE, model, processes=1, start_after=0)
+    out = []
+    with caplog.at_level(logging.WARNING, logger="citewise.ingest"):
+        try:
+            for i, doc in enumerate(docs[:8]):
+                out += queue.put(i, f"doc-{i}", doc)
+            out += queue.drain()  # the workers did cut
+            (model / "tokenizer.json").unlink()
+            for i, doc in enumerate(docs[8:], start=8):
+                out += queue.put(i, f"doc-{i}", doc)
+            out += queue.drain()
+        finally:
+            queue.close()
+    assert [tag for tag, _ in out] == list(range(16))
+    failed = {i for i, cut in out if cut.error}
+    assert 8 in failed and failed <= set(range(8, 16))
+    assert "no new worker could start" in dict(out)[8].error
+    for i, cut in out:
+        if i not in failed:
+            assert cut.chunks == cut_document(chunkers, SPARSE, f"doc-{i}", docs[i]).chunks
+    assert queue.processes == 0
+    assert "parse worker processes could not start" in caplog.text
 
 
 def test_workers_that_cannot_start_leave_the_run_to_parse_itself(chunkers, dense, tmp_path,
