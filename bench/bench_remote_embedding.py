@@ -94,9 +94,29 @@ def start_server() -> tuple[subprocess.Popen, str]:
     return server, url
 
 
-def write_config(folder: Path) -> Path:
+def git_copy(name: str, folder: Path) -> Path:
+    """The corpus's Markdown files as one commit of a new git repository under ``folder``."""
+    repo = folder / "git" / name
+    for src in sorted((CORPORA / name).rglob("*.md")):
+        if src.is_file():
+            dst = repo / src.relative_to(CORPORA / name)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+    git = ["git", "-C", str(repo), "-c", "user.name=bench", "-c", "user.email=bench@example.org"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "corpus"], check=True)
+    return repo
+
+
+def write_config(folder: Path, *, git: bool = False) -> Path:
     lines = ['[settings]\ndata_dir = "data"\n']
     for name in NAMES:
+        if git:  # a syncing connector: a checkpoint after every batch of documents
+            lines.append(f'[[sources]]\nname = "{name}"\ntype = "git"\n'
+                         f'path = "{git_copy(name, folder)}"\n'
+                         'readers = ["public"]\ninclude = ["*.md"]\n')
+            continue
         lines.append(f'[[sources]]\nname = "{name}"\ntype = "folder"\npath = "{CORPORA / name}"\n'
                      'readers = ["public"]\ninclude = ["*.md"]\n')
     path = folder / "citewise.toml"
@@ -164,8 +184,11 @@ def main() -> None:
                         help="CITEWISE_EMBEDDING_CONCURRENCY (requests in flight)")
     parser.add_argument("--parse-processes", type=int, metavar="N",
                         help="CITEWISE_PARSE_PROCESSES: worker processes that parse and chunk "
-                             "(default: the pipeline's choice, one fewer than the cores, at most "
-                             "4, with a remote model)")
+                             "(default: the pipeline's choice: one per core, at most 4, with a "
+                             "remote model)")
+    parser.add_argument("--git", action="store_true",
+                        help="ingest each corpus as a git repository (the git connector, which "
+                             "syncs: a checkpoint after every batch) instead of a folder")
     parser.add_argument("--keep", type=Path, help="keep the data folder here (default: temp)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--machine-note", metavar="TEXT",
@@ -193,7 +216,7 @@ def main() -> None:
                            "CITEWISE_EMBEDDING_CONCURRENCY": str(args.concurrency)})
         if args.parse_processes is not None:
             os.environ["CITEWISE_PARSE_PROCESSES"] = str(args.parse_processes)
-        settings = Settings.load(write_config(work))
+        settings = Settings.load(write_config(work, git=args.git))
         services = build_services(settings)
         try:
             remote = services.dense.remote
@@ -235,6 +258,7 @@ def main() -> None:
                     "load_end": [round(x, 2) for x in os.getloadavg()],
                     "shared": args.machine_note},
         "concurrency": args.concurrency, "parse_processes": parse_processes,
+        "sources_as": "git" if args.git else "folder",
         "documents": sum(r.counts.added + r.counts.updated for r in reports),
         "failed": sum(r.counts.failed for r in reports),
         "chunks": chunks, "points": points,
@@ -275,6 +299,7 @@ def markdown(r: dict) -> str:
         f"The five shared corpora into a fresh data folder (empty embedding cache), "
         f"{r['concurrency']} requests in flight to a loopback OpenAI-compatible server that "
         f"returns hashed unit vectors ({r['requests']} requests, {r['texts_sent']} texts); "
+        f"each corpus read as a {r.get('sources_as', 'folder')} source; "
         f"{r.get('parse_processes', 0)} parse worker processes (CPU s counts them too).",
         "",
         "| documents | chunks | wall s | in embedding calls s (union) | (sum) | besides s | "
