@@ -161,9 +161,9 @@ def cpu_seconds() -> tuple[float, float]:
     workers, which each run stops and reaps at its end (the server is a child too, but is
     reaped only after the measurement). Less moved by a busy machine than wall time, and it
     includes the client's side of the embedding calls."""
-    return tuple(u.ru_utime + u.ru_stime  # type: ignore[return-value]
-                 for u in (resource.getrusage(resource.RUSAGE_SELF),
-                           resource.getrusage(resource.RUSAGE_CHILDREN)))
+    own, children = (resource.getrusage(who)
+                     for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
 def index_digest(catalog_path: Path) -> str:

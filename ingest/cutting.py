@@ -220,7 +220,7 @@ def _cut_in_worker(doc_id: str, doc: SourceDocument, unchanged_hash: str | None)
     return cut_document(_worker_chunkers, _worker_sparse, doc_id, doc, unchanged_hash)
 
 
-# What a new pool is asked first after one broke with nothing cut: do workers start at all?
+# What a new pool is asked first after a break: do workers start at all?
 _PROBE = SourceDocument("citewise-probe", "Probe", b"# Probe\n\nA worker can cut this.\n",
                         "text/markdown")
 PROBE_TIMEOUT = 60.0
@@ -371,7 +371,8 @@ class CutQueue(Generic[Tag]):
     def _pool_broke(self) -> None:
         """A worker died, which breaks the whole pool. What it held is cut again alone; a
         suspect that was alone is the one that broke it, and fails. If a new pool cannot cut
-        even a probe, workers cannot start here at all: the run cuts the rest itself."""
+        even a probe, no worker starts now: the run cuts the rest itself, but for the
+        suspects when workers had worked before (they fail: one of them may crash it)."""
         held = [e for e in self._waiting if e.cut is None and e.future is not None]
         lone = held[0] if self._alone and len(held) == 1 else None
         # The pool passes work to its workers in the order submitted, at most one more than

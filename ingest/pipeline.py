@@ -156,7 +156,7 @@ class _Prepared:
     chunks: list[Chunk]
     outline: Outline | None = None
     injected: list[int] = field(default_factory=list)  # ordinals of chunks aimed at a model
-    sparse: list[SparseVector] | None = None  # the chunks' BM25 vectors, when already made
+    sparse: list[SparseVector] = field(default_factory=list)  # the chunks' BM25 vectors
 
     @property
     def emptied(self) -> bool:
@@ -328,7 +328,7 @@ class IngestPipeline:
         def flush() -> None:
             """Hand the window to the embedder; its writes follow in order."""
             nonlocal window, window_docs, window_chunks
-            if not window_docs and not window:
+            if not window_docs:  # counts every document in the window, and those it passed
                 return
             prepared, docs = window, window_docs
             window, window_docs, window_chunks = [], 0, 0
